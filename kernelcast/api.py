@@ -1,0 +1,74 @@
+"""The Python API: the same operations the CLI, chat session and MCP server use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kernelcast.settings import get_settings
+from tools.candidate import Candidate, candidate_from_file
+from tools.measurement import HardwareSpec, Measurement, MeasureConfig
+from tools.store import Store
+from tools.task import Task, resolve_task
+from tools.worker import MeasurementWorker
+
+
+def open_store(path: str | Path | None = None) -> Store:
+    """The database named by settings (``KERNELCAST_DB`` / ``KERNELCAST_HOME``) unless a path is given."""
+    return Store(path or get_settings().db_path)
+
+
+def as_task(task: str | Path | Task) -> Task:
+    return task if isinstance(task, Task) else resolve_task(task)
+
+
+def make_candidate(task: Task, candidate: Candidate | str | Path | None = None,
+                   params: dict[str, Any] | None = None) -> Candidate:
+    """Reference (nothing given), a template point (``params``), a file path, or source text."""
+    if isinstance(candidate, Candidate):
+        return candidate
+    if params:
+        return task.instantiate(params, generator="user")
+    if candidate is None:
+        return task.reference()
+    text = str(candidate)
+    if "\n" not in text and Path(text).exists():
+        return candidate_from_file(text, task)
+    ref = task.reference()
+    return Candidate(task=task.name, source=text, global_size=ref.global_size, local_size=ref.local_size,
+                     intent="user kernel", generator="user")
+
+
+def measure(task: str | Path | Task, candidate: Candidate | str | Path | None = None,
+            params: dict[str, Any] | None = None, *, device: str | None = None, backend: str | None = None,
+            sizes: str = "full", config: MeasureConfig | None = None, store: Store | None = None,
+            worker: MeasurementWorker | None = None) -> Measurement:
+    """Measure a candidate (default: the reference against itself) and record it in the store first."""
+    settings = get_settings()
+    task_obj = as_task(task)
+    cand = make_candidate(task_obj, candidate, params)
+    cfg = config or MeasureConfig(sizes=sizes, timeout_s=settings.measure_timeout_s)
+    own_worker = worker is None
+    worker = worker or MeasurementWorker(backend or _backend_for(task_obj), device or settings.device)
+    own_store = store is None
+    store = store or open_store()
+    try:
+        result = worker.measure(task_obj, cand, cfg)
+        store.upsert_task(task_obj)
+        store.add_candidate(cand)
+        store.add_measurement(result)
+        return result
+    finally:
+        if own_worker:
+            worker.close()
+        if own_store:
+            store.close()
+
+
+def hardware(backend: str = "opencl", device: str | None = None) -> HardwareSpec:
+    with MeasurementWorker(backend, device) as worker:
+        return worker.hardware_spec()
+
+
+def _backend_for(task: Task) -> str:
+    return "cuda" if task.language == "cuda" else get_settings().backend

@@ -1,0 +1,27 @@
+"""The ``kernelcast`` command line: assembles the command modules."""
+
+from __future__ import annotations
+
+import typer
+
+from kernelcast.commands import measure, tasks
+from kernelcast.logs import configure_logging
+from kernelcast.settings import get_settings
+
+app = typer.Typer(
+    name="kernelcast",
+    help="Optimize OpenCL/CUDA kernels with agents that treat hardware measurements as the scarce resource.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(tasks.app, name="tasks")
+app.registered_commands += measure.app.registered_commands
+
+
+@app.callback()
+def main() -> None:
+    configure_logging(get_settings().log_level)
+
+
+if __name__ == "__main__":
+    app()

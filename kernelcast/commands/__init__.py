@@ -1,0 +1,1 @@
+"""One module per CLI command group; :mod:`kernelcast.cli` assembles them."""

@@ -1,0 +1,123 @@
+"""`kernelcast measure` and `kernelcast devices`: the hardware tool from the command line."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.table import Table
+
+from kernelcast import api
+from kernelcast.console import EXIT_DEVICE, EXIT_FAILED, console, fail
+from kernelcast.settings import get_settings
+from tools.bins import BIN_NAMES
+from tools.candidate import Candidate, candidate_from_file
+from tools.measurement import Measurement, MeasureConfig
+from tools.task import TaskError
+from tools.worker import WorkerError
+
+app = typer.Typer()
+
+
+def parse_params(items: list[str]) -> dict[str, int | float | str]:
+    """``k=v`` pairs; numbers become numbers."""
+    out: dict[str, int | float | str] = {}
+    for item in items:
+        if "=" not in item:
+            fail(f"--params expects NAME=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        try:
+            out[key.strip()] = int(value)
+        except ValueError:
+            try:
+                out[key.strip()] = float(value)
+            except ValueError:
+                out[key.strip()] = value.strip()
+    return out
+
+
+def measurement_table(m: Measurement, candidate: Candidate) -> Table:
+    table = Table(title=f"{m.task} · candidate {candidate.short} · {m.device} · {m.sizes} size")
+    for col in ("status", "ref median", "cand median", "cand CV", "speedup", "bin", "flags"):
+        table.add_column(col)
+    style = "green" if m.ok else "red"
+    table.add_row(
+        f"[{style}]{m.status.value}[/]",
+        f"{m.reference.median_ns / 1e6:.3f} ms" if m.reference else "-",
+        f"{m.candidate.median_ns / 1e6:.3f} ms" if m.candidate else "-",
+        f"{m.candidate.cv:.1%}" if m.candidate else "-",
+        f"{m.speedup:.3f}x" if m.speedup else "-",
+        f"{m.bin()} {BIN_NAMES[m.bin()]}",
+        "; ".join(m.flags) or "-",
+    )
+    return table
+
+
+@app.command("measure")
+def measure(
+    task: str = typer.Argument(..., help="built-in task name or path to a task.toml"),
+    candidate: str | None = typer.Option(None, "--candidate", "-c", help="kernel source file or candidate .json"),
+    params: list[str] = typer.Option([], "--params", "-p", help="template point NAME=VALUE (repeatable)"),
+    global_size: str | None = typer.Option(None, "--global", help="global size expressions, comma separated"),
+    local_size: str | None = typer.Option(None, "--local", help="local size expressions, comma separated"),
+    build_options: str = typer.Option("", "--options", help="build options for the candidate"),
+    device: str | None = typer.Option(None, "--device", "-d", help="platform:device index or name substring"),
+    sizes: str = typer.Option("full", "--sizes", help="full or small problem sizes"),
+    as_json: bool = typer.Option(False, "--json", help="print the measurement as JSON"),
+) -> None:
+    """Measure the reference (and a candidate) on the device, store the result, print it."""
+    try:
+        task_obj = api.as_task(task)
+        if candidate:
+            cand = candidate_from_file(candidate, task_obj, global_size.split(",") if global_size else None,
+                                       local_size.split(",") if local_size else None, build_options.split())
+        else:
+            cand = api.make_candidate(task_obj, None, parse_params(params) if params else None)
+    except (TaskError, FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+    if sizes not in ("full", "small"):
+        fail("--sizes must be 'full' or 'small'")
+    config = MeasureConfig(sizes=sizes, timeout_s=get_settings().measure_timeout_s)
+    try:
+        with console.status(f"measuring {task_obj.name} candidate {cand.short} ({sizes} size)...",
+                            spinner="dots") if not as_json else _null():
+            result = api.measure(task_obj, cand, device=device, config=config)
+    except WorkerError as exc:
+        fail(str(exc), EXIT_DEVICE)
+    if as_json:
+        print(json.dumps({"candidate": cand.hash, "bin": result.bin(), **result.model_dump(mode="json")}, indent=2))
+    else:
+        console.print(measurement_table(result, cand))
+        if result.status.failed:
+            console.print(f"[red]{result.reason}[/]", highlight=False)
+    if result.status.failed:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command("devices")
+def devices(as_json: bool = typer.Option(False, "--json")) -> None:
+    """List OpenCL (and CUDA, where present) devices with their specs."""
+    from tools.backends.opencl import device_spec, list_devices
+
+    specs = [(index, device_spec(p, d)) for index, p, d in list_devices()]
+    try:
+        from tools.backends.cuda import list_devices as cuda_devices
+
+        specs += [(f"cuda:{i}", s) for i, s in enumerate(cuda_devices())]
+    except ImportError:
+        pass
+    if as_json:
+        print(json.dumps([{"index": i, **s.model_dump()} for i, s in specs], indent=2))
+        return
+    if not specs:
+        fail("no OpenCL or CUDA device found", EXIT_DEVICE)
+    for index, spec in specs:
+        console.print(f"[bold]{index}[/]  {spec.summary()}\n", highlight=False)
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None

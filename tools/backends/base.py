@@ -1,0 +1,73 @@
+"""The one interface every measurement backend implements.
+
+A runner owns a device context and knows how to compile device code, move
+arrays, and launch a kernel timed by device events. Everything that makes a
+measurement trustworthy (seeded inputs, poisoning, guards, correctness,
+interleaved timing, statistics) lives once in :mod:`tools.harness`, on top of
+this interface, so OpenCL and CUDA follow the same protocol.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from tools.measurement import HardwareSpec
+
+GUARD_BYTES = 4096  # canary zone before and after every buffer
+GUARD_BYTE = 0xA5
+
+
+class CompileError(RuntimeError):
+    """The device compiler rejected the source; ``log`` holds its (trimmed) output."""
+
+    def __init__(self, log: str) -> None:
+        super().__init__(log)
+        self.log = log
+
+
+class DeviceRuntimeError(RuntimeError):
+    """The runtime reported an error while enqueuing or running a kernel."""
+
+
+class Runner(ABC):
+    """In-process access to one device. Not isolated: wrap it in a worker."""
+
+    backend: str
+
+    @abstractmethod
+    def hardware_spec(self) -> HardwareSpec:
+        """Properties read from the device."""
+
+    @abstractmethod
+    def build(self, source: str, entry: str, options: list[str]) -> tuple[Any, bool, float]:
+        """Compile (cached by device, source hash and options): (kernel, cache_hit, compile_ms)."""
+
+    @abstractmethod
+    def alloc(self, nbytes: int) -> Any:
+        """A device buffer of ``nbytes`` with guard zones of :data:`GUARD_BYTES` on each side."""
+
+    @abstractmethod
+    def upload(self, buf: Any, array: np.ndarray) -> None:
+        """Copy ``array`` into the user region of ``buf`` and fill its guards with the canary."""
+
+    @abstractmethod
+    def download(self, buf: Any, dtype: np.dtype, count: int) -> np.ndarray:
+        """Read the user region back."""
+
+    @abstractmethod
+    def guards_intact(self, buf: Any) -> bool:
+        """True when no byte of either guard zone was written."""
+
+    @abstractmethod
+    def launch(self, kernel: Any, args: list[Any], global_size: tuple[int, ...],
+               local_size: tuple[int, ...] | None) -> float:
+        """Run once, wait, and return the device-event time in nanoseconds."""
+
+    def flush_caches(self) -> None:
+        """Evict device caches between timed launches where that is meaningful (GPU L2)."""
+
+    def release(self, buf: Any) -> None:
+        """Free a buffer early (optional)."""

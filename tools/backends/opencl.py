@@ -1,0 +1,181 @@
+"""OpenCL backend through pyopencl; with the default install PoCL makes any CPU a device."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import warnings
+from typing import Any
+
+import numpy as np
+
+from tools.backends.base import GUARD_BYTE, GUARD_BYTES, CompileError, DeviceRuntimeError, Runner
+from tools.measurement import HardwareSpec
+
+MAX_LOG_CHARS = 4000
+
+
+def _cl():
+    os.environ.setdefault("PYOPENCL_COMPILER_OUTPUT", "0")
+    import pyopencl as cl
+
+    return cl
+
+
+def list_devices() -> list[tuple[str, Any, Any]]:
+    """Every OpenCL device as ("platform:device" index, platform, device)."""
+    cl = _cl()
+    out = []
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:
+        return []
+    for pi, platform in enumerate(platforms):
+        try:
+            devices = platform.get_devices()
+        except cl.Error:
+            continue
+        for di, device in enumerate(devices):
+            out.append((f"{pi}:{di}", platform, device))
+    return out
+
+
+def select_device(selector: str | None) -> tuple[Any, Any]:
+    """Device by "platform:device" index, a bare device index, or a name substring; default the first."""
+    devices = list_devices()
+    if not devices:
+        raise DeviceRuntimeError("no OpenCL device found (is pyopencl[pocl] installed?)")
+    if selector in (None, "", "opencl"):
+        return devices[0][1], devices[0][2]
+    sel = str(selector).removeprefix("opencl:")
+    for index, platform, device in devices:
+        if sel == index or (sel.isdigit() and index == f"0:{sel}"):
+            return platform, device
+    for _, platform, device in devices:
+        if sel.lower() in device.name.lower() or sel.lower() in platform.name.lower():
+            return platform, device
+    names = ", ".join(f"{i} {d.name.strip()}" for i, _, d in devices)
+    raise DeviceRuntimeError(f"no OpenCL device matches {selector!r}; available: {names}")
+
+
+def device_spec(platform: Any, device: Any) -> HardwareSpec:
+    cl = _cl()
+    dtype = next((name for bit, name in ((cl.device_type.GPU, "GPU"), (cl.device_type.CPU, "CPU"),
+                                         (cl.device_type.ACCELERATOR, "ACCELERATOR")) if device.type & bit), "OTHER")
+
+    def get(attr: str, default: Any = 0) -> Any:
+        try:
+            return getattr(device, attr)
+        except (cl.Error, AttributeError):
+            return default
+
+    return HardwareSpec(
+        backend="opencl",
+        platform=platform.name.strip(),
+        name=device.name.strip(),
+        device_type=dtype,
+        vendor=get("vendor", "").strip(),
+        driver=get("driver_version", "").strip(),
+        compute_units=int(get("max_compute_units")),
+        clock_mhz=int(get("max_clock_frequency")),
+        global_mem_bytes=int(get("global_mem_size")),
+        local_mem_bytes=int(get("local_mem_size")),
+        max_work_group_size=int(get("max_work_group_size")),
+        max_work_item_sizes=[int(x) for x in get("max_work_item_sizes", [])],
+        preferred_vector_width_float=int(get("preferred_vector_width_float")),
+        native_vector_width_float=int(get("native_vector_width_float")),
+        global_cache_bytes=int(get("global_mem_cache_size")),
+        global_cacheline_bytes=int(get("global_mem_cacheline_size")),
+        extra={"opencl_version": get("version", "").strip(),
+               "local_mem_type": "local" if get("local_mem_type", 1) == 1 else "global (emulated)"},
+    )
+
+
+class _Buf:
+    __slots__ = ("parent", "sub", "nbytes")
+
+    def __init__(self, parent: Any, sub: Any, nbytes: int) -> None:
+        self.parent, self.sub, self.nbytes = parent, sub, nbytes
+
+
+class OpenCLRunner(Runner):
+    backend = "opencl"
+
+    def __init__(self, device: str | None = None) -> None:
+        cl = self.cl = _cl()
+        self.platform, self.device = select_device(device)
+        self.context = cl.Context([self.device])
+        self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        self.spec = device_spec(self.platform, self.device)
+        self._kernels: dict[tuple[str, str, tuple[str, ...], str], Any] = {}
+        align = max(1, int(getattr(self.device, "mem_base_addr_align", 1024)) // 8)
+        self.guard = ((GUARD_BYTES + align - 1) // align) * align
+
+    def hardware_spec(self) -> HardwareSpec:
+        return self.spec
+
+    def build(self, source: str, entry: str, options: list[str]) -> tuple[Any, bool, float]:
+        key = (self.spec.key, hashlib.sha256(source.encode()).hexdigest(), tuple(options), entry)
+        if key in self._kernels:
+            return self._kernels[key], True, 0.0
+        start = time.perf_counter()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                program = self.cl.Program(self.context, source).build(options=list(options))
+        except self.cl.Error as exc:
+            raise CompileError(_trim(str(exc))) from None
+        try:
+            kernel = self.cl.Kernel(program, entry)
+        except self.cl.Error as exc:
+            raise CompileError(f"kernel {entry!r} not found in the compiled program: {_trim(str(exc))}") from None
+        self._kernels[key] = kernel
+        return kernel, False, (time.perf_counter() - start) * 1e3
+
+    def alloc(self, nbytes: int) -> _Buf:
+        cl = self.cl
+        nbytes = max(int(nbytes), 1)
+        parent = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=nbytes + 2 * self.guard)
+        sub = parent.get_sub_region(self.guard, nbytes)
+        return _Buf(parent, sub, nbytes)
+
+    def upload(self, buf: _Buf, array: np.ndarray) -> None:
+        guard = np.full(self.guard, GUARD_BYTE, dtype=np.uint8)
+        payload = np.concatenate([guard, np.ascontiguousarray(array).view(np.uint8).ravel(), guard])
+        if payload.nbytes != buf.nbytes + 2 * self.guard:
+            raise ValueError(f"array of {array.nbytes} bytes does not fit a buffer of {buf.nbytes} bytes")
+        self.cl.enqueue_copy(self.queue, buf.parent, payload)
+        self.queue.finish()
+
+    def download(self, buf: _Buf, dtype: np.dtype, count: int) -> np.ndarray:
+        out = np.empty(count, dtype=dtype)
+        self.cl.enqueue_copy(self.queue, out, buf.sub)
+        self.queue.finish()
+        return out
+
+    def guards_intact(self, buf: _Buf) -> bool:
+        whole = np.empty(buf.nbytes + 2 * self.guard, dtype=np.uint8)
+        self.cl.enqueue_copy(self.queue, whole, buf.parent)
+        self.queue.finish()
+        return bool((whole[: self.guard] == GUARD_BYTE).all() and (whole[self.guard + buf.nbytes:] == GUARD_BYTE).all())
+
+    def launch(self, kernel: Any, args: list[Any], global_size: tuple[int, ...],
+               local_size: tuple[int, ...] | None) -> float:
+        cl = self.cl
+        try:
+            kernel.set_args(*[a.sub if isinstance(a, _Buf) else a for a in args])
+            event = cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
+            event.wait()
+            return float(event.profile.end - event.profile.start)
+        except cl.Error as exc:
+            raise DeviceRuntimeError(_trim(str(exc))) from None
+
+    def release(self, buf: _Buf) -> None:
+        buf.sub.release()
+        buf.parent.release()
+
+
+def _trim(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= MAX_LOG_CHARS else text[: MAX_LOG_CHARS // 2] + "\n...\n" + text[-MAX_LOG_CHARS // 2:]

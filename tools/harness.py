@@ -1,0 +1,313 @@
+"""The measurement protocol, once, on top of any :class:`~tools.backends.base.Runner`.
+
+DESIGN.md "Measurement protocol": our harness only; signature checked; seeded
+inputs; outputs poisoned before every launch; guard zones around every
+buffer; read-only inputs verified unchanged; correctness on several seeds
+against the reference's outputs; warm-up, then reference and candidate timed
+interleaved by device events; noisy or implausible results re-measured and
+flagged. Process isolation is :mod:`tools.worker`'s job.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tools.backends.base import CompileError, DeviceRuntimeError, Runner
+from tools.candidate import Candidate, SignatureError, check_signature
+from tools.expr import ExpressionError, evaluate
+from tools.measurement import Measurement, MeasureConfig, Status, TimingStats
+from tools.task import BufferArg, ScalarArg, Task
+
+INT_POISON = 0x5A5A5A5A
+
+
+class InvalidCandidate(ValueError):
+    """The candidate cannot be run as given (signature, geometry)."""
+
+
+class WrongResult(AssertionError):
+    """The candidate ran but its outputs, inputs or guards are wrong."""
+
+
+@dataclass
+class LaunchResult:
+    outputs: dict[str, np.ndarray]
+    elapsed_ns: float
+    problems: list[str] = field(default_factory=list)
+
+
+# ---- inputs -----------------------------------------------------------------------
+def buffer_count(arg: BufferArg, sizes: dict[str, int]) -> int:
+    return int(math.prod(int(evaluate(e, sizes)) for e in arg.shape))
+
+
+def make_inputs(task: Task, sizes: dict[str, int], seed: int) -> dict[str, np.ndarray]:
+    """Seeded host arrays for every buffer argument that is read (in/inout)."""
+    rng = np.random.default_rng(seed)
+    arrays: dict[str, np.ndarray] = {}
+    for arg in task.spec.args:
+        if not isinstance(arg, BufferArg) or arg.intent == "out":
+            continue
+        arrays[arg.name] = _init_array(arg, buffer_count(arg, sizes), rng)
+    return arrays
+
+
+def _init_array(arg: BufferArg, count: int, rng: np.random.Generator) -> np.ndarray:
+    dtype = np.dtype(arg.dtype)
+    integer = np.issubdtype(dtype, np.integer)
+    if arg.init == "zeros":
+        return np.zeros(count, dtype)
+    if arg.init == "ones":
+        return np.ones(count, dtype)
+    if arg.init == "arange":
+        return np.arange(count).astype(dtype)
+    if arg.init == "randint" or integer:
+        return rng.integers(int(arg.low), int(arg.high), size=count, endpoint=False).astype(dtype)
+    if arg.init == "normal":
+        return rng.standard_normal(count).astype(dtype)
+    if arg.init == "positive":
+        return rng.uniform(0.1, 1.0, count).astype(dtype)
+    return rng.uniform(arg.low, arg.high, count).astype(dtype)
+
+
+def scalar_values(task: Task, sizes: dict[str, int]) -> dict[str, Any]:
+    return {a.name: np.dtype(a.dtype).type(evaluate(a.value, sizes)) for a in task.spec.args if isinstance(a, ScalarArg)}
+
+
+def poison(dtype: np.dtype, count: int) -> np.ndarray:
+    """Values no correct kernel leaves behind: NaN for floats, a bit pattern for integers."""
+    dtype = np.dtype(dtype)
+    if np.issubdtype(dtype, np.floating):
+        return np.full(count, np.nan, dtype)
+    return np.full(count * dtype.itemsize, 0x5A, np.uint8).view(dtype)
+
+
+# ---- geometry ---------------------------------------------------------------------
+def resolve_geometry(candidate: Candidate, sizes: dict[str, int], max_wg: int,
+                     ) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    try:
+        glob = tuple(_whole(evaluate(e, sizes), e) for e in candidate.global_size)
+        loc = tuple(_whole(evaluate(e, sizes), e) for e in candidate.local_size) if candidate.local_size else None
+    except (ExpressionError, ZeroDivisionError, TypeError) as exc:
+        raise InvalidCandidate(f"launch geometry: {exc}") from None
+    if not 1 <= len(glob) <= 3 or any(g <= 0 for g in glob):
+        raise InvalidCandidate(f"global size {glob} must have 1-3 positive dimensions")
+    if loc is not None:
+        if len(loc) != len(glob):
+            raise InvalidCandidate(f"local size {loc} and global size {glob} differ in rank")
+        if any(l <= 0 or g % l for g, l in zip(glob, loc)):
+            raise InvalidCandidate(f"global size {glob} is not a multiple of local size {loc}")
+        if max_wg and math.prod(loc) > max_wg:
+            raise InvalidCandidate(f"work-group of {math.prod(loc)} items exceeds the device limit {max_wg}")
+    return glob, loc
+
+
+def _whole(value: int | float, expr: str) -> int:
+    if isinstance(value, float) and not value.is_integer():
+        raise InvalidCandidate(f"geometry expression {expr!r} is not a whole number ({value})")
+    return int(value)
+
+
+# ---- one launch ---------------------------------------------------------------------
+def bind_args(runner: Runner, task: Task, sizes: dict[str, int], inputs: dict[str, np.ndarray],
+              ) -> tuple[list[Any], dict[str, Any]]:
+    """Kernel arguments in order: guarded device buffers (inputs uploaded, outputs poisoned) and scalars."""
+    scalars = scalar_values(task, sizes)
+    args: list[Any] = []
+    bufs: dict[str, Any] = {}
+    try:
+        for arg in task.spec.args:
+            if isinstance(arg, ScalarArg):
+                args.append(scalars[arg.name])
+                continue
+            dtype, count = np.dtype(arg.dtype), buffer_count(arg, sizes)
+            buf = runner.alloc(count * dtype.itemsize)
+            bufs[arg.name] = buf
+            runner.upload(buf, inputs[arg.name] if arg.intent != "out" else poison(dtype, count))
+            args.append(buf)
+    except Exception:
+        for buf in bufs.values():
+            runner.release(buf)
+        raise
+    return args, bufs
+
+
+def run_once(runner: Runner, task: Task, kernel: Any, sizes: dict[str, int], inputs: dict[str, np.ndarray],
+             geometry: tuple[tuple[int, ...], tuple[int, ...] | None]) -> LaunchResult:
+    """Fresh buffers, outputs poisoned, one launch, everything read back and checked."""
+    args, bufs = bind_args(runner, task, sizes, inputs)
+    try:
+        elapsed = runner.launch(kernel, args, *geometry)
+        outputs: dict[str, np.ndarray] = {}
+        problems: list[str] = []
+        for arg in task.spec.args:
+            if not isinstance(arg, BufferArg):
+                continue
+            buf = bufs[arg.name]
+            if not runner.guards_intact(buf):
+                problems.append(f"out-of-bounds write: the guard zone around buffer {arg.name!r} was overwritten")
+            data = runner.download(buf, np.dtype(arg.dtype), buffer_count(arg, sizes))
+            if arg.intent == "in":
+                if not np.array_equal(data, inputs[arg.name], equal_nan=np.issubdtype(data.dtype, np.floating)):
+                    problems.append(f"read-only input {arg.name!r} was modified by the kernel")
+            else:
+                outputs[arg.name] = data
+        return LaunchResult(outputs, elapsed, problems)
+    finally:
+        for buf in bufs.values():
+            runner.release(buf)
+
+
+def compare_outputs(task: Task, expected: dict[str, np.ndarray], actual: dict[str, np.ndarray]) -> list[str]:
+    """Human-readable differences between the reference's and the candidate's outputs."""
+    tol = task.spec.tolerance
+    problems = []
+    for name, ref in expected.items():
+        got = actual[name]
+        if got.shape != ref.shape:
+            problems.append(f"output {name!r} has shape {got.shape}, expected {ref.shape}")
+            continue
+        if np.issubdtype(ref.dtype, np.floating):
+            ref_finite, got_finite = np.isfinite(ref), np.isfinite(got)
+            bad_nonfinite = ref_finite & ~got_finite
+            if bad_nonfinite.any():
+                idx = int(np.flatnonzero(bad_nonfinite)[0])
+                problems.append(f"output {name!r}: {int(bad_nonfinite.sum())} NaN/Inf values where the reference is "
+                                f"finite (first at index {idx}: {got[idx]})")
+                continue
+            close = np.isclose(got, ref, rtol=tol.rtol, atol=tol.atol, equal_nan=True)
+        else:
+            close = got == ref
+        if not close.all():
+            idx = int(np.flatnonzero(~close)[0])
+            err = np.abs(got.astype(np.float64) - ref.astype(np.float64))
+            problems.append(f"output {name!r}: {int((~close).sum())} of {ref.size} values differ "
+                            f"(first at index {idx}: got {got[idx]}, expected {ref[idx]}; max abs error "
+                            f"{float(np.nanmax(err)):.3g}, rtol={tol.rtol}, atol={tol.atol})")
+    return problems
+
+
+# ---- the protocol -----------------------------------------------------------------
+class Harness:
+    """Measures candidates of tasks on one runner; caches reference outputs per seed."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+        self._ref_outputs: dict[tuple[str, str, str, int], dict[str, np.ndarray]] = {}
+
+    def build(self, task: Task, candidate: Candidate) -> tuple[Any, bool, float]:
+        return self.runner.build(candidate.source, task.spec.entry, candidate.build_options)
+
+    def outputs(self, task: Task, candidate: Candidate, sizes_name: str, seed: int) -> LaunchResult:
+        """Run a candidate once on seeded inputs (for tests against numpy and for debugging)."""
+        sizes = task.sizes(sizes_name)  # type: ignore[arg-type]
+        kernel, _, _ = self.build(task, candidate)
+        geometry = resolve_geometry(candidate, sizes, self.runner.hardware_spec().max_work_group_size)
+        return run_once(self.runner, task, kernel, sizes, make_inputs(task, sizes, seed), geometry)
+
+    def measure(self, task: Task, candidate: Candidate, config: MeasureConfig) -> Measurement:
+        """The full protocol. Never raises for a bad candidate: the status says what went wrong."""
+        start = time.perf_counter()
+        base = dict(task=task.name, candidate_hash=candidate.hash, device=self.runner.hardware_spec().key,
+                    sizes=config.sizes, seeds=list(config.seeds))
+        kernel_ns = 0.0
+        compile_ms = 0.0
+        try:
+            if candidate.task != task.name:
+                raise InvalidCandidate(f"candidate belongs to task {candidate.task!r}, not {task.name!r}")
+            check_signature(candidate.source, task.source, task.spec.entry, task.language)
+            sizes = task.sizes(config.sizes)  # type: ignore[arg-type]
+            max_wg = self.runner.hardware_spec().max_work_group_size
+            reference = task.reference()
+            ref_geometry = resolve_geometry(reference, sizes, max_wg)
+            geometry = resolve_geometry(candidate, sizes, max_wg)
+            ref_kernel, _, _ = self.build(task, reference)
+            kernel, cache_hit, compile_ms = self.build(task, candidate)
+            if config.check_correctness:
+                for seed in config.seeds:
+                    expected = self._reference_outputs(task, reference, ref_kernel, sizes, config.sizes, seed, ref_geometry)
+                    result = run_once(self.runner, task, kernel, sizes, make_inputs(task, sizes, seed), geometry)
+                    kernel_ns += result.elapsed_ns
+                    problems = result.problems + compare_outputs(task, expected, result.outputs)
+                    if problems:
+                        raise WrongResult(f"seed {seed}: " + "; ".join(problems))
+            if not config.time_kernels:
+                return Measurement(**base, status=Status.correct, reason="correct (not timed)", compile_ms=compile_ms,
+                                   cache_hit=cache_hit, wall_ms=(time.perf_counter() - start) * 1e3)
+            ref_stats, cand_stats, flags, timed_ns = self._time(task, ref_kernel, kernel, sizes, ref_geometry,
+                                                                geometry, config)
+            kernel_ns += timed_ns
+            wall_ms = (time.perf_counter() - start) * 1e3
+            return Measurement(
+                **base, status=Status.correct, reason="correct on seeds " + ",".join(map(str, config.seeds)),
+                reference=ref_stats, candidate=cand_stats, speedup=ref_stats.median_ns / cand_stats.median_ns,
+                flags=flags, compile_ms=compile_ms, cache_hit=cache_hit, wall_ms=wall_ms,
+                harness_ms=max(0.0, wall_ms - compile_ms - kernel_ns / 1e6),
+            )
+        except (InvalidCandidate, SignatureError) as exc:
+            status, reason = Status.invalid, str(exc)
+        except CompileError as exc:
+            status, reason = Status.compile_error, exc.log
+        except WrongResult as exc:
+            status, reason = Status.incorrect, str(exc)
+        except DeviceRuntimeError as exc:
+            status, reason = Status.runtime_error, str(exc)
+        except Exception as exc:  # noqa: BLE001 - any runtime surprise is a failed measurement, not a crash
+            status, reason = Status.runtime_error, f"{type(exc).__name__}: {exc}"
+        return Measurement(**base, status=status, reason=reason[:4000], compile_ms=compile_ms or None,
+                           wall_ms=(time.perf_counter() - start) * 1e3)
+
+    def _reference_outputs(self, task: Task, reference: Candidate, kernel: Any, sizes: dict[str, int],
+                           sizes_name: str, seed: int, geometry: Any) -> dict[str, np.ndarray]:
+        key = (task.name, reference.hash, sizes_name, seed)
+        if key not in self._ref_outputs:
+            result = run_once(self.runner, task, kernel, sizes, make_inputs(task, sizes, seed), geometry)
+            if result.problems:
+                raise InvalidCandidate("the task's reference kernel itself failed the checks: " + "; ".join(result.problems))
+            self._ref_outputs[key] = result.outputs
+        return self._ref_outputs[key]
+
+    def _time(self, task: Task, ref_kernel: Any, kernel: Any, sizes: dict[str, int], ref_geometry: Any,
+              geometry: Any, config: MeasureConfig) -> tuple[TimingStats, TimingStats, list[str], float]:
+        """Warm up, then time reference and candidate interleaved (alternating order) on their own buffers."""
+        runner = self.runner
+        inputs = make_inputs(task, sizes, config.seeds[0] if config.seeds else 0)
+        ref_args, ref_bufs = bind_args(runner, task, sizes, inputs)
+        cand_args, cand_bufs = bind_args(runner, task, sizes, inputs)
+        total_ns = 0.0
+        try:
+            warm_ref = [runner.launch(ref_kernel, ref_args, *ref_geometry) for _ in range(max(1, config.warmup))]
+            warm_cand = [runner.launch(kernel, cand_args, *geometry) for _ in range(max(1, config.warmup))]
+            total_ns += sum(warm_ref) + sum(warm_cand)
+            per_pair = max(min(warm_ref) + min(warm_cand), 1.0)
+            reps = int(min(config.max_reps, max(config.min_reps, config.target_seconds * 1e9 / per_pair)))
+            flags: list[str] = []
+            for attempt in range(2):
+                ref_t, cand_t = [], []
+                for i in range(reps):
+                    order = ((ref_t, ref_kernel, ref_args, ref_geometry), (cand_t, kernel, cand_args, geometry))
+                    for samples, k, a, g in (order if i % 2 == 0 else order[::-1]):
+                        runner.flush_caches()
+                        samples.append(runner.launch(k, a, *g))
+                total_ns += sum(ref_t) + sum(cand_t)
+                ref_stats, cand_stats = TimingStats.from_samples(ref_t), TimingStats.from_samples(cand_t)
+                speedup = ref_stats.median_ns / cand_stats.median_ns
+                noisy = max(ref_stats.cv, cand_stats.cv) > config.cv_limit
+                implausible = speedup > config.implausible_speedup or speedup < 1 / config.implausible_speedup
+                if not (noisy or implausible) or not config.remeasure or attempt == 1:
+                    break
+                flags.append("remeasured")
+                reps = min(2 * reps, 4 * config.max_reps)
+            if noisy:
+                flags.append(f"noisy: CV ref {ref_stats.cv:.1%} / cand {cand_stats.cv:.1%} above {config.cv_limit:.0%}")
+            if implausible:
+                flags.append(f"implausible: speedup {speedup:.2f}x confirmed by re-measurement")
+            return ref_stats, cand_stats, flags, total_ns
+        finally:
+            for buf in [*ref_bufs.values(), *cand_bufs.values()]:
+                runner.release(buf)

@@ -1,0 +1,139 @@
+"""Result types of the measurement tool: what a run on real hardware produced."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+
+class Status(str, Enum):
+    """Outcome of one measurement. Only ``correct`` carries a speedup."""
+
+    correct = "correct"
+    incorrect = "incorrect"  # ran, but outputs/inputs/guards were wrong
+    compile_error = "compile_error"
+    runtime_error = "runtime_error"  # the device or runtime raised an error
+    timeout = "timeout"  # the worker exceeded its hard time limit and was killed
+    crash = "crash"  # the worker process died (segfault, abort)
+    invalid = "invalid"  # rejected before running (signature, geometry, task mismatch)
+
+    @property
+    def failed(self) -> bool:
+        return self is not Status.correct
+
+
+class TimingStats(BaseModel):
+    """Device-event times of one kernel, in nanoseconds."""
+
+    median_ns: float
+    min_ns: float
+    mean_ns: float
+    iqr_ns: float
+    cv: float  # coefficient of variation (std / mean)
+    reps: int
+
+    @classmethod
+    def from_samples(cls, samples_ns: list[float]) -> "TimingStats":
+        arr = np.asarray(samples_ns, dtype=np.float64)
+        mean = float(arr.mean())
+        q1, q3 = np.percentile(arr, [25, 75])
+        return cls(
+            median_ns=float(np.median(arr)),
+            min_ns=float(arr.min()),
+            mean_ns=mean,
+            iqr_ns=float(q3 - q1),
+            cv=float(arr.std() / mean) if mean > 0 else 0.0,
+            reps=len(arr),
+        )
+
+
+class HardwareSpec(BaseModel):
+    """What the forecaster is told about the device (read from the device itself)."""
+
+    backend: str  # opencl | cuda
+    platform: str = ""
+    name: str
+    device_type: str = ""  # CPU | GPU | ACCELERATOR
+    vendor: str = ""
+    driver: str = ""
+    compute_units: int = 0
+    clock_mhz: int = 0
+    global_mem_bytes: int = 0
+    local_mem_bytes: int = 0
+    max_work_group_size: int = 0
+    max_work_item_sizes: list[int] = Field(default_factory=list)
+    preferred_vector_width_float: int = 0
+    native_vector_width_float: int = 0
+    global_cache_bytes: int = 0
+    global_cacheline_bytes: int = 0
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """Stable device identity used in cache keys and the store."""
+        return f"{self.backend}:{self.platform}:{self.name}".strip()
+
+    def summary(self) -> str:
+        lines = [
+            f"device: {self.name} ({self.device_type or 'unknown type'}, {self.backend}, {self.platform})",
+            f"compute units: {self.compute_units} @ {self.clock_mhz} MHz",
+            f"global memory: {self.global_mem_bytes / 2**30:.1f} GiB, global cache: {self.global_cache_bytes / 2**20:.1f} MiB"
+            f" (line {self.global_cacheline_bytes} B)",
+            f"local memory: {self.local_mem_bytes / 2**10:.0f} KiB, max work-group: {self.max_work_group_size}"
+            f" (per dim {self.max_work_item_sizes})",
+            f"float vector width: preferred {self.preferred_vector_width_float}, native {self.native_vector_width_float}",
+        ]
+        lines += [f"{k}: {v}" for k, v in self.extra.items()]
+        return "\n".join(lines)
+
+
+class MeasureConfig(BaseModel):
+    """How to measure. Defaults follow DESIGN.md's protocol."""
+
+    sizes: str = "full"  # full | small
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
+    warmup: int = 2
+    min_reps: int = 5
+    max_reps: int = 50
+    target_seconds: float = 0.25  # per kernel, for the timing phase
+    cv_limit: float = 0.10
+    implausible_speedup: float = 10.0
+    remeasure: bool = True
+    timeout_s: float = 60.0
+    check_correctness: bool = True
+    time_kernels: bool = True
+
+
+class Measurement(BaseModel):
+    """The result of running one candidate against the task's reference."""
+
+    task: str
+    candidate_hash: str
+    device: str
+    sizes: str
+    status: Status
+    reason: str = ""
+    reference: TimingStats | None = None
+    candidate: TimingStats | None = None
+    speedup: float | None = None
+    flags: list[str] = Field(default_factory=list)
+    seeds: list[int] = Field(default_factory=list)
+    compile_ms: float | None = None
+    cache_hit: bool | None = None
+    harness_ms: float | None = None
+    wall_ms: float | None = None
+    created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.correct and self.speedup is not None
+
+    def bin(self) -> int:
+        """Speedup bin 1..8 by the explicit edges, 0 for any failure."""
+        from tools.bins import speedup_bin
+
+        return speedup_bin(self.speedup) if self.ok else 0

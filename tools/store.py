@@ -1,0 +1,270 @@
+"""The SQLite store: the system of record of every task, candidate, measurement,
+forecast, run and event.
+
+One file in WAL mode through sqlite-utils. Writes are single transactions, so
+a killed process leaves either the whole row or nothing; a measurement is
+written before anybody reports it, so searches also produce the training and
+calibration data for the next one.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+import sqlite_utils
+
+from tools.candidate import Candidate
+from tools.measurement import Measurement
+from tools.task import Task
+
+SCHEMA_VERSION = 1
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+class StoreError(RuntimeError):
+    """The store file is unusable (wrong schema version, not a database)."""
+
+
+class Store:
+    """Typed access to the kernelcast database."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        self.db = sqlite_utils.Database(conn)
+        try:
+            if str(path) != ":memory:":
+                self.db.enable_wal()
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{path}: not a usable kernelcast database ({exc})") from None
+
+    def close(self) -> None:
+        self.db.conn.close()
+
+    # ---- schema ---------------------------------------------------------------------
+    def _migrate(self) -> None:
+        db = self.db
+        with db.conn:
+            db["meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
+            row = db.execute("select value from meta where key = 'schema_version'").fetchone()
+            if row is not None and int(row[0]) > SCHEMA_VERSION:
+                raise StoreError(f"database schema version {row[0]} is newer than this kernelcast ({SCHEMA_VERSION})")
+            db["tasks"].create({"name": str, "path": str, "language": str, "spec": str, "source_hash": str,
+                                "updated_at": str}, pk="name", if_not_exists=True)
+            db["candidates"].create({"hash": str, "task": str, "source": str, "global_size": str, "local_size": str,
+                                     "build_options": str, "params": str, "parent": str, "intent": str,
+                                     "generator": str, "created_at": str}, pk="hash", if_not_exists=True)
+            db["measurements"].create({"id": int, "task": str, "candidate_hash": str, "device": str, "sizes": str,
+                                       "status": str, "reason": str, "speedup": float, "bin": int,
+                                       "ref_median_ns": float, "cand_median_ns": float, "cand_cv": float,
+                                       "flags": str, "run_id": str, "data": str, "created_at": str},
+                                      pk="id", if_not_exists=True)
+            db["forecasts"].create({"id": int, "task": str, "candidate_hash": str, "device": str, "forecaster": str,
+                                    "model": str, "probabilities": str, "predicted_bin": int, "confidence": float,
+                                    "failed": int, "reasoning": str, "provenance": str, "run_id": str,
+                                    "created_at": str}, pk="id", if_not_exists=True)
+            db["runs"].create({"id": str, "task": str, "device": str, "status": str, "config": str, "budget": int,
+                               "spent": int, "best_candidate": str, "best_speedup": float, "summary": str,
+                               "folder": str, "created_at": str, "updated_at": str}, pk="id", if_not_exists=True)
+            db["events"].create({"id": int, "run_id": str, "seq": int, "kind": str, "candidate_hash": str,
+                                 "payload": str, "created_at": str}, pk="id", if_not_exists=True)
+            for table, cols in [("measurements", ["task", "device"]), ("measurements", ["candidate_hash"]),
+                                ("forecasts", ["candidate_hash"]), ("forecasts", ["forecaster", "model"]),
+                                ("events", ["run_id", "seq"]), ("candidates", ["task"])]:
+                db[table].create_index(cols, if_not_exists=True)
+            db["meta"].upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+
+    @property
+    def schema_version(self) -> int:
+        return int(self.db.execute("select value from meta where key = 'schema_version'").fetchone()[0])
+
+    # ---- tasks and candidates -----------------------------------------------------------
+    def upsert_task(self, task: Task) -> None:
+        import hashlib
+
+        with self.db.conn:
+            self.db["tasks"].upsert({"name": task.name, "path": str(task.path), "language": task.language,
+                                     "spec": task.spec.model_dump_json(by_alias=True),
+                                     "source_hash": hashlib.sha256(task.source.encode()).hexdigest()[:16],
+                                     "updated_at": _now()}, pk="name")
+
+    def add_candidate(self, candidate: Candidate) -> str:
+        """Insert once by content hash (first parent/intent wins); returns the hash."""
+        with self.db.conn:
+            self.db["candidates"].insert({
+                "hash": candidate.hash, "task": candidate.task, "source": candidate.source,
+                "global_size": json.dumps(candidate.global_size), "local_size": json.dumps(candidate.local_size),
+                "build_options": json.dumps(candidate.build_options), "params": json.dumps(candidate.params),
+                "parent": candidate.parent, "intent": candidate.intent, "generator": candidate.generator,
+                "created_at": _now()}, pk="hash", ignore=True)
+        return candidate.hash
+
+    def candidate(self, hash_or_prefix: str) -> Candidate | None:
+        rows = list(self.db.query("select * from candidates where hash like ? limit 2", [hash_or_prefix + "%"]))
+        if len(rows) != 1:
+            return None
+        return _row_to_candidate(rows[0])
+
+    def candidates(self, task: str) -> list[Candidate]:
+        return [_row_to_candidate(r) for r in self.db.query("select * from candidates where task = ? order by rowid", [task])]
+
+    def measured_params(self, task: str, device: str) -> list[dict[str, Any]]:
+        """Template points of ``task`` already measured on ``device`` (so generators never repeat them)."""
+        rows = self.db.query(
+            "select distinct c.params from candidates c join measurements m on m.candidate_hash = c.hash "
+            "where c.task = ? and m.device = ? and c.params != 'null'", [task, device])
+        return [json.loads(r["params"]) for r in rows]
+
+    # ---- measurements ---------------------------------------------------------------
+    def add_measurement(self, m: Measurement, run_id: str | None = None) -> int:
+        with self.db.conn:
+            table = self.db["measurements"]
+            table.insert({
+                "task": m.task, "candidate_hash": m.candidate_hash, "device": m.device, "sizes": m.sizes,
+                "status": m.status.value, "reason": m.reason, "speedup": m.speedup, "bin": m.bin(),
+                "ref_median_ns": m.reference.median_ns if m.reference else None,
+                "cand_median_ns": m.candidate.median_ns if m.candidate else None,
+                "cand_cv": m.candidate.cv if m.candidate else None, "flags": json.dumps(m.flags),
+                "run_id": run_id, "data": m.model_dump_json(), "created_at": m.created_at})
+            return int(table.last_pk)
+
+    def measurements(self, task: str | None = None, device: str | None = None, candidate_hash: str | None = None,
+                     run_id: str | None = None, sizes: str | None = None) -> list[Measurement]:
+        where, args = _where(task=task, device=device, candidate_hash=candidate_hash, run_id=run_id, sizes=sizes)
+        return [Measurement.model_validate_json(r["data"])
+                for r in self.db.query(f"select data from measurements {where} order by id", args)]
+
+    def latest_measurement(self, candidate_hash: str, device: str, sizes: str = "full") -> Measurement | None:
+        rows = list(self.db.query("select data from measurements where candidate_hash = ? and device = ? and sizes = ? "
+                                  "order by id desc limit 1", [candidate_hash, device, sizes]))
+        return Measurement.model_validate_json(rows[0]["data"]) if rows else None
+
+    def measured_pairs(self, device: str | None = None, sizes: str = "full") -> list[tuple[Candidate, Measurement]]:
+        """Every (candidate, latest measurement) pair: the learned forecaster's training data."""
+        where, args = _where(device=device, sizes=sizes, prefix="m.")
+        latest = "m.id in (select max(id) from measurements group by candidate_hash, device, sizes)"
+        where = f"{where} and {latest}" if where else f"where {latest}"
+        rows = self.db.query(f"select c.*, m.data as mdata from measurements m join candidates c "
+                             f"on c.hash = m.candidate_hash {where} order by m.id", args)
+        return [(_row_to_candidate(r), Measurement.model_validate_json(r["mdata"])) for r in rows]
+
+    # ---- forecasts ------------------------------------------------------------------
+    def add_forecast(self, task: str, candidate_hash: str, device: str, forecaster: str, model: str,
+                     probabilities: list[float], predicted_bin: int, confidence: float, failed: bool,
+                     reasoning: str = "", provenance: dict[str, Any] | None = None, run_id: str | None = None) -> int:
+        with self.db.conn:
+            table = self.db["forecasts"]
+            table.insert({"task": task, "candidate_hash": candidate_hash, "device": device, "forecaster": forecaster,
+                          "model": model, "probabilities": json.dumps(probabilities), "predicted_bin": predicted_bin,
+                          "confidence": confidence, "failed": int(failed), "reasoning": reasoning,
+                          "provenance": json.dumps(provenance or {}), "run_id": run_id, "created_at": _now()})
+            return int(table.last_pk)
+
+    def forecast_rows(self, forecaster: str | None = None, model: str | None = None, task: str | None = None,
+                      run_id: str | None = None, with_measurement: bool = False) -> list[dict[str, Any]]:
+        """Stored forecasts as dicts; ``with_measurement`` joins the latest full-size measurement
+        (``speedup``, ``true_bin``) and keeps only forecasts that have one."""
+        where, args = _where(forecaster=forecaster, model=model, task=task, run_id=run_id, prefix="f.")
+        if not with_measurement:
+            rows = self.db.query(f"select f.* from forecasts f {where} order by f.id", args)
+        else:
+            join_cond = ("join measurements m on m.id = (select max(id) from measurements mm where "
+                         "mm.candidate_hash = f.candidate_hash and mm.device = f.device and mm.sizes = 'full')")
+            rows = self.db.query(f"select f.*, m.speedup as speedup, m.bin as true_bin, m.status as status "
+                                 f"from forecasts f {join_cond} {where} order by f.id", args)
+        out = []
+        for r in rows:
+            r = dict(r)
+            r["probabilities"] = json.loads(r["probabilities"])
+            r["provenance"] = json.loads(r["provenance"] or "{}")
+            out.append(r)
+        return out
+
+    # ---- runs and events --------------------------------------------------------------
+    def create_run(self, task: str, device: str, config: dict[str, Any], budget: int, folder: str = "",
+                   run_id: str | None = None) -> str:
+        run_id = run_id or f"{task}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+        with self.db.conn:
+            self.db["runs"].insert({"id": run_id, "task": task, "device": device, "status": "running",
+                                    "config": json.dumps(config), "budget": budget, "spent": 0, "best_candidate": None,
+                                    "best_speedup": None, "summary": "{}", "folder": folder, "created_at": _now(),
+                                    "updated_at": _now()}, pk="id")
+        return run_id
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        if "summary" in fields and not isinstance(fields["summary"], str):
+            fields["summary"] = json.dumps(fields["summary"])
+        with self.db.conn:
+            self.db["runs"].update(run_id, {**fields, "updated_at": _now()})
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        rows = list(self.db.query("select * from runs where id = ? or id like ? order by created_at desc limit 2",
+                                  [run_id, run_id + "%"]))
+        exact = [r for r in rows if r["id"] == run_id]
+        if exact:
+            rows = exact
+        if len(rows) != 1:
+            return None
+        row = dict(rows[0])
+        row["config"] = json.loads(row["config"])
+        row["summary"] = json.loads(row["summary"] or "{}")
+        return row
+
+    def runs(self, task: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        where, args = _where(task=task)
+        return [dict(r) for r in self.db.query(f"select * from runs {where} order by created_at desc limit ?",
+                                               [*args, limit])]
+
+    def add_event(self, run_id: str, kind: str, payload: dict[str, Any] | None = None,
+                  candidate_hash: str | None = None) -> int:
+        """Append an event to a run's log; the sequence number is assigned in the same transaction."""
+        with self.db.conn:
+            seq = self.db.execute("select coalesce(max(seq), 0) + 1 from events where run_id = ?", [run_id]).fetchone()[0]
+            self.db["events"].insert({"run_id": run_id, "seq": seq, "kind": kind, "candidate_hash": candidate_hash,
+                                      "payload": json.dumps(payload or {}, default=str), "created_at": _now()})
+        return int(seq)
+
+    def events(self, run_id: str, kind: str | None = None) -> list[dict[str, Any]]:
+        where, args = _where(run_id=run_id, kind=kind)
+        out = []
+        for r in self.db.query(f"select * from events {where} order by seq", args):
+            r = dict(r)
+            r["payload"] = json.loads(r["payload"])
+            out.append(r)
+        return out
+
+    def integrity_ok(self) -> bool:
+        return self.db.execute("pragma integrity_check").fetchone()[0] == "ok"
+
+    def iter_rows(self, table: str) -> Iterator[dict[str, Any]]:
+        yield from self.db[table].rows
+
+
+def _where(prefix: str = "", **filters: Any) -> tuple[str, list[Any]]:
+    parts, args = [], []
+    for key, value in filters.items():
+        if value is not None:
+            parts.append(f"{prefix}{key} = ?")
+            args.append(value)
+    return ("where " + " and ".join(parts)) if parts else "", args
+
+
+def _row_to_candidate(row: dict[str, Any]) -> Candidate:
+    return Candidate(task=row["task"], source=row["source"], global_size=json.loads(row["global_size"]),
+                     local_size=json.loads(row["local_size"]), build_options=json.loads(row["build_options"]),
+                     params=json.loads(row["params"]), parent=row["parent"], intent=row["intent"] or "",
+                     generator=row["generator"] or "")
+

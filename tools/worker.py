@@ -1,0 +1,230 @@
+"""Process isolation for measurements.
+
+Kernels run in a long-lived worker process (one device context, a warm
+compile cache). A hang, a segfault or an aborting compiler kills only the
+worker: the caller gets a ``timeout`` or ``crash`` measurement and the next
+request starts a fresh worker.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+from tools.candidate import Candidate
+from tools.measurement import HardwareSpec, Measurement, MeasureConfig, Status
+from tools.task import Task
+
+STARTUP_TIMEOUT_S = 60.0
+
+
+class WorkerError(RuntimeError):
+    """The worker could not start or answered with an error that is not a measurement outcome."""
+
+
+def _serve(conn: Connection, backend: str, device: str | None) -> None:
+    """Worker main loop: build the runner once, then answer requests until told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
+    try:
+        from tools.backends import make_runner
+        from tools.harness import Harness
+
+        harness = Harness(make_runner(backend, device))
+        conn.send(("ready", harness.runner.hardware_spec()))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent verbatim
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        return
+    while True:
+        try:
+            op, payload = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            if op == "stop":
+                return
+            if op == "measure":
+                task, candidate, config = payload
+                conn.send(("ok", harness.measure(task, candidate, config)))
+            elif op == "outputs":
+                task, candidate, sizes, seed = payload
+                result = harness.outputs(task, candidate, sizes, seed)
+                conn.send(("ok", (result.outputs, result.problems)))
+            elif op == "build":
+                task, candidate = payload
+                _, hit, ms = harness.build(task, candidate)
+                conn.send(("ok", (hit, ms)))
+            else:
+                conn.send(("error", f"unknown request {op!r}"))
+        except Exception as exc:  # noqa: BLE001
+            conn.send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"))
+
+
+class MeasurementWorker:
+    """Runs the harness in a child process with a hard timeout per request."""
+
+    def __init__(self, backend: str = "opencl", device: str | None = None) -> None:
+        self.backend = backend
+        self.device = device
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stderr: Any = None
+        self._conn: Connection | None = None
+        self._spec: HardwareSpec | None = None
+        self.restarts = 0
+
+    # ---- lifecycle ------------------------------------------------------------------
+    def start(self) -> HardwareSpec:
+        if self._proc is not None and self._proc.poll() is None:
+            assert self._spec is not None
+            return self._spec
+        parent_sock, child_sock = socket.socketpair()
+        # stderr is kept in a file: after a crash its tail (e.g. "LLVM ERROR: ...") explains why
+        self._stderr = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "tools.worker", str(child_sock.fileno()), self.backend, self.device or ""],
+            pass_fds=[child_sock.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
+            preexec_fn=_no_core_dumps,
+            env={**os.environ, "PYTHONPATH": _import_root() + os.pathsep + os.environ.get("PYTHONPATH", "")},
+        )
+        child_sock.close()
+        parent = self._conn = Connection(parent_sock.detach())
+        if not parent.poll(STARTUP_TIMEOUT_S):
+            self._kill()
+            raise WorkerError(f"measurement worker did not start within {STARTUP_TIMEOUT_S:.0f} s")
+        try:
+            kind, payload = parent.recv()
+        except EOFError:
+            code = self._kill()
+            raise WorkerError(f"measurement worker died while starting ({_describe_exit(code)})") from None
+        if kind != "ready":
+            self._kill()
+            raise WorkerError(f"measurement worker could not open the {self.backend} device: {payload}")
+        self._spec = payload
+        return payload
+
+    def close(self) -> None:
+        if self._conn is not None and self._proc is not None and self._proc.poll() is None:
+            try:
+                self._conn.send(("stop", None))
+                self._proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self._kill()
+
+    def __enter__(self) -> "MeasurementWorker":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _kill(self) -> int | None:
+        code = None
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.kill()
+            code = self._proc.wait(timeout=30)
+        if self._conn is not None:
+            self._conn.close()
+        self._proc, self._conn = None, None
+        return code
+
+    def _stderr_tail(self, lines: int = 5) -> str:
+        """Last lines the worker printed to stderr (compiler aborts say why there)."""
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        text = self._stderr.read().decode(errors="replace").strip().splitlines()
+        wanted = [line for line in text if "warning" not in line.lower()][-lines:]
+        return "\n".join(wanted)
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def hardware_spec(self) -> HardwareSpec:
+        return self.start()
+
+    # ---- requests -------------------------------------------------------------------
+    def _request(self, op: str, payload: Any, timeout_s: float) -> tuple[str, Any]:
+        """("ok"|"error", value) or ("timeout"|"crash", reason); never leaves a broken worker behind."""
+        self.start()
+        assert self._conn is not None
+        try:
+            self._conn.send((op, payload))
+            if not self._conn.poll(timeout_s):
+                self._kill()
+                self.restarts += 1
+                return "timeout", f"killed after the hard time limit of {timeout_s:.0f} s (kernel hang or too slow)"
+            return self._conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            code = self._kill()
+            self.restarts += 1
+            tail = self._stderr_tail()
+            return "crash", (f"the measurement process died ({_describe_exit(code)}): device compiler or runtime crash"
+                             + (f"; it printed: {tail}" if tail else ""))
+
+    def measure(self, task: Task, candidate: Candidate, config: MeasureConfig | None = None) -> Measurement:
+        config = config or MeasureConfig()
+        start = time.perf_counter()
+        kind, value = self._request("measure", (task, candidate, config), config.timeout_s)
+        if kind == "ok":
+            return value
+        status = {"timeout": Status.timeout, "crash": Status.crash}.get(kind, Status.runtime_error)
+        return Measurement(task=task.name, candidate_hash=candidate.hash, device=self._device_key(), sizes=config.sizes,
+                           status=status, reason=str(value)[:4000], seeds=list(config.seeds),
+                           wall_ms=(time.perf_counter() - start) * 1e3)
+
+    def outputs(self, task: Task, candidate: Candidate, sizes: str = "small", seed: int = 0,
+                timeout_s: float = 120.0) -> tuple[dict[str, Any], list[str]]:
+        """One seeded run's outputs (for checks against numpy); raises :class:`WorkerError` on failure."""
+        kind, value = self._request("outputs", (task, candidate, sizes, seed), timeout_s)
+        if kind != "ok":
+            raise WorkerError(f"{kind}: {value}")
+        return value
+
+    def build(self, task: Task, candidate: Candidate, timeout_s: float = 60.0) -> tuple[str, str]:
+        """Compile only: ("ok", "") or (status, reason) for validation of proposals."""
+        kind, value = self._request("build", (task, candidate), timeout_s)
+        if kind == "ok":
+            return "ok", ""
+        if kind == "error" and value.startswith("CompileError"):
+            return Status.compile_error.value, value.split("\n", 1)[0].removeprefix("CompileError: ")
+        return {"timeout": Status.timeout.value, "crash": Status.crash.value}.get(kind, Status.runtime_error.value), value
+
+    def _device_key(self) -> str:
+        return self._spec.key if self._spec else f"{self.backend}:{self.device or 'default'}"
+
+
+def _no_core_dumps() -> None:
+    """A crashing compiler should die fast, not spend seconds writing a core file."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _import_root() -> str:
+    """The folder holding the ``tools`` package, so the worker imports the same code."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+if __name__ == "__main__":
+    _serve(Connection(int(sys.argv[1])), sys.argv[2], sys.argv[3] or None)
