@@ -12,9 +12,10 @@ from __future__ import annotations
 import itertools
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator,
+                      model_validator)
 
 from tools.expr import ExpressionError, evaluate, evaluate_int, names_in
 
@@ -97,6 +98,14 @@ class Template(_Strict):
         return v
 
 
+def _arg_kind(value: Any) -> str:
+    """Arguments are buffers unless they say ``kind = "scalar"``."""
+    return value.get("kind", "buffer") if isinstance(value, dict) else getattr(value, "kind", "buffer")
+
+
+Arg = Annotated[Annotated[BufferArg, Tag("buffer")] | Annotated[ScalarArg, Tag("scalar")], Discriminator(_arg_kind)]
+
+
 class TaskSpec(_Strict):
     """The validated content of a task TOML file (paths still relative)."""
 
@@ -105,7 +114,7 @@ class TaskSpec(_Strict):
     language: Literal["opencl", "cuda"]
     source: str
     entry: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    args: list[BufferArg | ScalarArg] = Field(min_length=1)
+    args: list[Arg] = Field(min_length=1)
     sizes: dict[str, int]
     small_sizes: dict[str, int] | None = None
     launch: Launch
@@ -278,7 +287,9 @@ def load_task(path: str | Path) -> Task:
         spec = TaskSpec.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(
-            f"field '{'.'.join(str(p) for p in err['loc']) or '(top level)'}': {err['msg']}" for err in exc.errors()
+            f"field '{'.'.join(str(p) for p in err['loc']) or '(top level)'}': {err['msg']}"
+            + (f" (got {err['input']!r})" if isinstance(err.get("input"), (str, int, float)) else "")
+            for err in exc.errors()
         )
         raise TaskError(f"{path}: {problems}") from None
     source = _read_source(path, spec.source, "source")

@@ -85,7 +85,7 @@ def measure(
     except WorkerError as exc:
         fail(str(exc), EXIT_DEVICE)
     if as_json:
-        print(json.dumps({"candidate": cand.hash, "bin": result.bin(), **result.model_dump(mode="json")}, indent=2))
+        print(json.dumps({"bin": result.bin(), **result.model_dump(mode="json")}, indent=2))
     else:
         console.print(measurement_table(result, cand))
         if result.status.failed:

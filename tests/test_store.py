@@ -1,0 +1,112 @@
+"""The SQLite store: round trips, resumable run logs, and crash safety under kill -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tools.measurement import Measurement, Status, TimingStats
+from tools.store import SCHEMA_VERSION, Store, StoreError
+from tools.task import resolve_task
+
+
+def measurement(cand_hash: str, speedup: float | None, status: Status = Status.correct) -> Measurement:
+    stats = TimingStats.from_samples([100.0, 110.0, 105.0])
+    return Measurement(task="saxpy", candidate_hash=cand_hash, device="dev", sizes="full", status=status,
+                       speedup=speedup, reference=stats if speedup else None, candidate=stats if speedup else None)
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    store = Store(tmp_path / "k.db")
+    task = resolve_task("saxpy")
+    store.upsert_task(task)
+    ref = task.reference()
+    point = task.instantiate({"VEC": 4, "COARSEN": 1, "WG": 64})
+    assert store.add_candidate(ref) == ref.hash
+    store.add_candidate(point)
+    store.add_candidate(point)  # idempotent by content hash
+    assert len(store.candidates("saxpy")) == 2
+    assert store.candidate(point.hash[:6]) == point
+    store.add_measurement(measurement(point.hash, 1.5))
+    store.add_measurement(measurement(ref.hash, None, Status.compile_error))
+    got = store.measurements(task="saxpy")
+    assert [m.status for m in got] == [Status.correct, Status.compile_error]
+    assert got[0].bin() == 6 and got[1].bin() == 0
+    assert store.measured_params("saxpy", "dev") == [{"VEC": 4, "COARSEN": 1, "WG": 64}]
+    pairs = store.measured_pairs(device="dev")
+    assert {c.hash for c, _ in pairs} == {point.hash, ref.hash}
+    fid = store.add_forecast("saxpy", point.hash, "dev", "learned", "m", [0.125] * 8, 5, 0.125, False)
+    rows = store.forecast_rows(with_measurement=True)
+    assert rows[0]["id"] == fid and rows[0]["true_bin"] == 6 and rows[0]["probabilities"] == [0.125] * 8
+    assert store.schema_version == SCHEMA_VERSION and store.integrity_ok()
+
+
+def test_run_events_are_sequenced(tmp_path: Path) -> None:
+    store = Store(tmp_path / "k.db")
+    run = store.create_run("saxpy", "dev", {"budget": 3}, budget=3)
+    assert [store.add_event(run, "spend", {"n": i}) for i in range(3)] == [1, 2, 3]
+    store.update_run(run, spent=3, status="finished", summary={"best": 1.2})
+    row = store.run(run[:10])
+    assert row is not None and row["spent"] == 3 and row["summary"] == {"best": 1.2}
+    assert [e["payload"]["n"] for e in store.events(run)] == [0, 1, 2]
+
+
+def test_refuses_a_newer_schema(tmp_path: Path) -> None:
+    store = Store(tmp_path / "k.db")
+    store.db["meta"].upsert({"key": "schema_version", "value": str(SCHEMA_VERSION + 1)}, pk="key")
+    store.close()
+    with pytest.raises(StoreError, match="newer"):
+        Store(tmp_path / "k.db")
+
+
+def test_not_a_database(tmp_path: Path) -> None:
+    bad = tmp_path / "k.db"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="not a usable kernelcast database"):
+        Store(bad)
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from tools.store import Store
+    from tools.measurement import Measurement, Status
+    store = Store(sys.argv[1])
+    run = store.create_run("saxpy", "dev", {}, budget=10**9, run_id="crash")
+    print("ready", flush=True)
+    i = 0
+    while True:
+        m = Measurement(task="saxpy", candidate_hash=f"c{i}", device="dev", sizes="full",
+                        status=Status.correct, speedup=1.0 + i % 7)
+        store.add_measurement(m, run_id=run)
+        store.add_event(run, "measured", {"i": i}, candidate_hash=f"c{i}")
+        i += 1
+""")
+
+
+def test_kill_9_mid_write_leaves_a_consistent_store(tmp_path: Path) -> None:
+    db = tmp_path / "k.db"
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen([sys.executable, str(script), str(db)], stdout=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+    time.sleep(1.0)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    store = Store(db)
+    assert store.integrity_ok()
+    measured = store.measurements(run_id="crash")
+    events = store.events("crash")
+    assert len(measured) > 10
+    # every event refers to a stored measurement; at most the last measurement lacks its event
+    assert len(measured) - len(events) in (0, 1)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    store.add_measurement(measurement("after", 2.0))  # still writable
+    assert store.measurements(candidate_hash="after")[0].speedup == 2.0

@@ -1,0 +1,123 @@
+"""Task files: validation errors name the file and the field; templates expand correctly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools.expr import ExpressionError, evaluate, evaluate_int
+from tools.task import TaskError, builtin_task_paths, load_task, resolve_task
+
+GOOD = """
+name = "scale"
+language = "opencl"
+source = "k.cl"
+entry = "scale"
+[sizes]
+N = 1024
+[small_sizes]
+N = 64
+[[args]]
+name = "x"
+kind = "buffer"
+dtype = "float32"
+shape = ["N"]
+intent = "inout"
+[[args]]
+name = "n"
+kind = "scalar"
+dtype = "int32"
+value = "N"
+[launch]
+global = ["N"]
+"""
+KERNEL = "__kernel void scale(__global float *x, const int n) { int i = get_global_id(0); if (i < n) x[i] *= 2.0f; }"
+
+
+def write_task(tmp_path: Path, toml: str, kernel: str | None = KERNEL) -> Path:
+    (tmp_path / "task.toml").write_text(toml)
+    if kernel is not None:
+        (tmp_path / "k.cl").write_text(kernel)
+    return tmp_path / "task.toml"
+
+
+def test_good_task_loads(tmp_path: Path) -> None:
+    task = load_task(write_task(tmp_path, GOOD))
+    assert task.name == "scale"
+    assert task.sizes("small") == {"N": 64}
+    assert task.reference().global_size == ["N"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "field", "message"),
+    [
+        (lambda t: t.replace('dtype = "float32"', 'dtype = "float33"'), "args.0", "float33"),
+        (lambda t: t.replace('shape = ["N"]', 'shape = ["M"]'), "args.x", "undefined name"),
+        (lambda t: t.replace('entry = "scale"\n', ""), "entry", "Field required"),
+        (lambda t: t.replace('intent = "inout"', 'intent = "in"'), "(top level)", "out"),
+        (lambda t: t.replace('global = ["N"]', 'global = ["N +"]'), "launch", "cannot parse"),
+        (lambda t: t.replace("N = 64", "M = 64"), "(top level)", "small_sizes"),
+        (lambda t: t + "\nbogus = 1\n", "bogus", "Extra inputs"),
+    ],
+)
+def test_validation_errors_name_file_and_field(tmp_path: Path, edit, field: str, message: str) -> None:
+    path = write_task(tmp_path, edit(GOOD))
+    with pytest.raises(TaskError) as exc:
+        load_task(path)
+    text = str(exc.value)
+    assert str(path) in text
+    assert field in text
+    assert message in text
+
+
+def test_malformed_toml(tmp_path: Path) -> None:
+    path = write_task(tmp_path, GOOD + "\n[[args]\n")
+    with pytest.raises(TaskError, match="not valid TOML"):
+        load_task(path)
+
+
+def test_missing_source_and_entry(tmp_path: Path) -> None:
+    with pytest.raises(TaskError, match="field 'source'.*not found"):
+        load_task(write_task(tmp_path, GOOD, kernel=None))
+    with pytest.raises(TaskError, match="field 'entry'"):
+        load_task(write_task(tmp_path, GOOD, kernel=KERNEL.replace("scale", "other")))
+
+
+def test_unknown_task_lists_builtins() -> None:
+    with pytest.raises(TaskError, match="unknown task 'no_such_task'.*saxpy"):
+        resolve_task("no_such_task")
+
+
+def test_template_space_respects_constraints_at_both_sizes() -> None:
+    task = resolve_task("saxpy")
+    points = task.param_space()
+    assert points, "saxpy has a template"
+    for p in points:
+        for n in (task.sizes("full")["N"], task.sizes("small")["N"]):
+            assert n % (p["VEC"] * p["COARSEN"] * p["WG"]) == 0
+    cand = task.instantiate({"VEC": 4, "COARSEN": 2, "WG": 64})
+    assert cand.source.startswith("#define COARSEN 2\n#define VEC 4\n#define WG 64\n")
+    assert cand.global_size == ["N / (4 * 2)"] and cand.local_size == ["64"]
+    with pytest.raises(TaskError, match="not a valid template point"):
+        task.instantiate({"VEC": 3, "COARSEN": 2, "WG": 64})
+
+
+def test_every_builtin_task_loads() -> None:
+    paths = builtin_task_paths()
+    assert "saxpy" in paths
+    for name, path in paths.items():
+        assert load_task(path).name == name
+
+
+def test_expressions_are_safe_and_exact() -> None:
+    assert evaluate("N / 4", {"N": 16}) == 4 and isinstance(evaluate("N / 4", {"N": 16}), int)
+    assert evaluate("N / 3", {"N": 16}) == pytest.approx(16 / 3)
+    assert evaluate_int("ceil_div(N, 3) * 3", {"N": 16}) == 18
+    assert evaluate("N % 4 == 0 and N > 2", {"N": 16}) == 1
+    with pytest.raises(ExpressionError):
+        evaluate("__import__('os')", {})
+    with pytest.raises(ExpressionError, match="unknown name"):
+        evaluate("M + 1", {"N": 1})
+    with pytest.raises(ExpressionError, match="whole number"):
+        evaluate_int("N / 3", {"N": 16})
