@@ -1,0 +1,112 @@
+"""Harness overhead, cached compile time, repeatability, and harness bias vs a bare pyopencl loop.
+
+Prints one table; every number comes from this run. Usage:
+    python bench/harness_bench.py [--task saxpy] [--params VEC=4,COARSEN=2,WG=256] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from tools.backends.opencl import OpenCLRunner  # noqa: E402
+from tools.harness import Harness, bind_args, make_inputs, resolve_geometry  # noqa: E402
+from tools.measurement import MeasureConfig  # noqa: E402
+from tools.task import resolve_task  # noqa: E402
+from tools.worker import MeasurementWorker  # noqa: E402
+
+
+def bare_event_loop(task_name: str, params: dict, reps: int) -> tuple[float, float]:
+    """Median device time of the reference and candidate with a plain pyopencl loop (no harness)."""
+    import pyopencl as cl
+
+    task = resolve_task(task_name)
+    runner = OpenCLRunner()
+    sizes = task.sizes("full")
+    out = []
+    for cand in (task.reference(), task.instantiate(params)):
+        prog = cl.Program(runner.context, cand.source).build()
+        kernel = cl.Kernel(prog, task.spec.entry)
+        args, _ = bind_args(runner, task, sizes, make_inputs(task, sizes, 0))
+        kernel.set_args(*[a.sub if hasattr(a, "sub") else a for a in args])
+        glob, loc = resolve_geometry(cand, sizes, runner.spec.max_work_group_size)
+        times = []
+        for i in range(reps + 2):
+            evt = cl.enqueue_nd_range_kernel(runner.queue, kernel, glob, loc)
+            evt.wait()
+            if i >= 2:
+                times.append(evt.profile.end - evt.profile.start)
+        out.append(float(np.median(times)))
+    return out[0], out[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--task", default="saxpy")
+    parser.add_argument("--params", default="VEC=4,COARSEN=2,WG=256")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    params = {k: int(v) for k, v in (kv.split("=") for kv in args.params.split(","))}
+    task = resolve_task(args.task)
+    cand = task.instantiate(params)
+
+    # 1) harness overhead on the small size (kernel time negligible), excluding compile and kernel time
+    with MeasurementWorker() as worker:
+        small = MeasureConfig(sizes="small", min_reps=5, max_reps=5, target_seconds=0.0)
+        worker.measure(task, cand, small)  # warm: compile + reference outputs cached
+        overhead, wall = [], []
+        for _ in range(10):
+            m = worker.measure(task, cand, small)
+            overhead.append(m.harness_ms or 0.0)
+            wall.append(m.wall_ms or 0.0)
+        # 2) cached compile, measured in-process on the runner's cache
+        harness = Harness(OpenCLRunner())
+        harness.build(task, cand)
+        t0 = time.perf_counter()
+        for _ in range(100):
+            _, hit, _ = harness.build(task, cand)
+        cached_ms = (time.perf_counter() - t0) * 1e3 / 100
+        assert hit
+        cold_ms = harness.build(task, cand.model_copy(update={"source": cand.source + "\n// cold"}))[2]
+        # 3) repeatability at full size
+        full = MeasureConfig(sizes="full")
+        runs = [worker.measure(task, cand, full) for _ in range(args.repeats)]
+    speedups = [m.speedup for m in runs if m.speedup]
+    cv = statistics.pstdev(speedups) / statistics.mean(speedups) if len(speedups) > 1 else float("nan")
+    # 4) harness bias: the same kernels timed with a bare pyopencl loop
+    bare_ref, bare_cand = bare_event_loop(args.task, params, reps=30)
+    harness_ref = statistics.median(m.reference.median_ns for m in runs if m.reference)
+    harness_cand = statistics.median(m.candidate.median_ns for m in runs if m.candidate)
+
+    table = Table(title=f"harness benchmark: {task.name} {params} on {runs[0].device}")
+    for col in ("metric", "value", "target", "ok"):
+        table.add_column(col)
+
+    def row(name: str, value: float, unit: str, target: float | None) -> None:
+        ok = "" if target is None else ("yes" if value <= target else "NO")
+        table.add_row(name, f"{value:.3g} {unit}", f"<= {target:g} {unit}" if target is not None else "-", ok)
+
+    row("harness overhead per measurement (median, excl. kernel+compile)", statistics.median(overhead), "ms", 50)
+    row("wall time per small measurement (median)", statistics.median(wall), "ms", None)
+    row("cached compile", cached_ms, "ms", 5)
+    row("cold compile (same source + comment)", cold_ms, "ms", None)
+    row(f"speedup CV over {len(speedups)} full measurements", 100 * cv, "%", 3)
+    table.add_row("speedups", ", ".join(f"{s:.3f}" for s in speedups), "-", "")
+    row("reference median: harness / bare pyopencl", harness_ref / bare_ref, "x", None)
+    row("candidate median: harness / bare pyopencl", harness_cand / bare_cand, "x", None)
+    row("speedup: harness / bare pyopencl", (harness_ref / harness_cand) / (bare_ref / bare_cand), "x", None)
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The LangGraph state machine: state, nodes, routing policy, PUCT search tree, budget."""

@@ -1,0 +1,44 @@
+"""Run configuration: everything that decides what a run does (stored with the run, reused on resume)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class RunConfig(BaseModel):
+    task: str
+    budget: int = Field(24, ge=1, description="hardware measurements the run may spend")
+    router: Literal["selective", "topk", "measure-all"] = "selective"
+    threshold: float = Field(0.6, ge=0.0, le=1.0, description="confidence needed to trust a forecast")
+    measure_per_round: int = Field(4, ge=1, description="k: at most this many measurements per expansion")
+    children_per_round: int | None = Field(None, ge=1, description="N: children proposed per expansion")
+    generator: str = "offline"
+    forecaster: str = "learned"
+    model: str | None = None
+    backend: str = "opencl"
+    device: str | None = None
+    seed: int = 0
+    sizes: Literal["full", "small"] = "full"
+    max_rounds: int | None = Field(None, description="expansions before stopping (default 4 x budget)")
+    max_device_seconds: float | None = Field(None, description="optional wall-clock budget of measurements")
+    reserve_fraction: float | None = Field(None, ge=0.0, le=0.9, description="budget kept to verify accepted nodes")
+    puct_c: float = 1.0
+
+    @property
+    def n_children(self) -> int:
+        """Measure-all proposes k per round (every child is measured); surrogate routers propose 4k."""
+        if self.children_per_round:
+            return self.children_per_round
+        return self.measure_per_round if self.router == "measure-all" else 4 * self.measure_per_round
+
+    @property
+    def rounds_limit(self) -> int:
+        return self.max_rounds or 4 * self.budget
+
+    @property
+    def reserve(self) -> int:
+        fraction = self.reserve_fraction if self.reserve_fraction is not None else (
+            0.25 if self.router == "selective" else 0.0)
+        return int(round(fraction * self.budget))

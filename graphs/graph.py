@@ -1,0 +1,89 @@
+"""Assemble the optimization StateGraph and run or resume it with a SQLite checkpointer.
+
+select → generate → forecast → route → (measure) → backup → [continue | verify → report]
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+
+from graphs.context import RunContext
+from graphs.nodes import SearchNodes, after_select, budget_check, should_measure
+from graphs.result import RunResult, build_result, write_run_folder
+from graphs.state import SearchState
+
+RECURSION_LIMIT = 100_000
+
+
+def build_graph(ctx: RunContext) -> StateGraph:
+    nodes = SearchNodes(ctx)
+    graph = StateGraph(SearchState)
+    graph.add_node("init", nodes.init)
+    graph.add_node("select", nodes.select)
+    graph.add_node("generate", nodes.generate)
+    graph.add_node("forecast", nodes.forecast)
+    graph.add_node("route", nodes.route)
+    graph.add_node("measure", nodes.measure)
+    graph.add_node("backup", nodes.backup)
+    graph.add_node("verify", nodes.verify)
+    graph.add_node("report", _report_node(ctx))
+    graph.add_edge(START, "init")
+    graph.add_edge("init", "select")
+    graph.add_conditional_edges("select", after_select, {"generate": "generate", "finish": "verify"})
+    graph.add_edge("generate", "forecast")
+    graph.add_edge("forecast", "route")
+    graph.add_conditional_edges("route", should_measure, {"measure": "measure", "backup": "backup"})
+    graph.add_edge("measure", "backup")
+    graph.add_conditional_edges("backup", budget_check(nodes), {"continue": "select", "finish": "verify"})
+    graph.add_edge("verify", "report")
+    graph.add_edge("report", END)
+    return graph
+
+
+def _report_node(ctx: RunContext) -> Callable[[SearchState], dict[str, Any]]:
+    def report(state: SearchState) -> dict[str, Any]:
+        result = build_result(state, ctx.store, ctx.run_id, ctx.task.name, ctx.hardware.key, ctx.config.router,
+                              ctx.config.budget, ctx.folder, "finished")
+        write_run_folder(result, state, ctx.store, ctx.task.language)
+        ctx.store.update_run(ctx.run_id, status="finished", spent=result.spent, best_candidate=result.best_hash,
+                             best_speedup=result.best_speedup, summary=result.model_dump())
+        ctx.emit("finish", {"best": result.best_hash, "speedup": result.best_speedup, "spent": result.spent})
+        return {"finished": True}
+
+    return report
+
+
+def checkpointer(path: Path) -> SqliteSaver:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30.0)
+    conn.execute("PRAGMA journal_mode=WAL")
+    return SqliteSaver(conn)
+
+
+def execute(ctx: RunContext, checkpoint_path: Path, resume: bool = False) -> RunResult:
+    """Run the graph to the end (or continue a checkpointed run) and return the result."""
+    saver = checkpointer(checkpoint_path)
+    app = build_graph(ctx).compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": ctx.run_id}, "recursion_limit": RECURSION_LIMIT}
+    try:
+        snapshot = app.get_state(config)
+        if resume and snapshot.values and not snapshot.next:
+            state = snapshot.values  # already finished
+        else:
+            start = None if (resume and snapshot.values) else {"run_id": ctx.run_id}
+            for _ in app.stream(start, config, stream_mode="updates"):
+                pass
+            state = app.get_state(config).values
+    except KeyboardInterrupt:
+        ctx.store.update_run(ctx.run_id, status="interrupted")
+        raise
+    finally:
+        saver.conn.close()
+    return build_result(state, ctx.store, ctx.run_id, ctx.task.name, ctx.hardware.key, ctx.config.router,
+                        ctx.config.budget, ctx.folder, "finished" if state.get("finished") else "interrupted")

@@ -1,0 +1,261 @@
+"""The graph's nodes: select parent (PUCT) → generate → forecast → route → measure → back up,
+and finally verify → report. Each node returns only the state keys it changes.
+
+Hardware spending is resume-safe: a measurement is written to the store (with
+the run id) before the state that mentions it is checkpointed, and the measure
+node reuses a stored measurement instead of buying it twice.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+from agents.forecast import Forecast
+from agents.generator import GenerationContext
+from graphs import puct
+from graphs.context import RunContext
+from graphs.routing import RoutingInput
+from graphs.state import NodeRecord, SearchState
+from tools.candidate import Candidate
+from tools.measurement import Measurement
+
+
+def new_node(candidate: Candidate, parent: str | None, depth: int, iteration: int, outcome: str = "pending") -> NodeRecord:
+    return NodeRecord(hash=candidate.hash, parent=parent, depth=depth, iteration=iteration, outcome=outcome,  # type: ignore[typeddict-item]
+                      speedup=None, cv=None, forecast=None, prior=1.0, visits=0, intent=candidate.intent, reason="",
+                      exhausted=False)
+
+
+class SearchNodes:
+    """Node functions bound to one run's context."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+
+    # ---- helpers ------------------------------------------------------------------
+    def spent(self) -> int:
+        """Budget spent, from the store: the only count that survives a kill."""
+        return len(self.ctx.store.measurements(run_id=self.ctx.run_id))
+
+    def device_seconds(self) -> float:
+        return sum((m.wall_ms or 0.0) for m in self.ctx.store.measurements(run_id=self.ctx.run_id)) / 1e3
+
+    def loop_allowance(self, state: SearchState) -> int:
+        """Measurements the search loop may still spend, keeping the verification reserve."""
+        accepted = sum(1 for n in state["nodes"].values() if n["outcome"] == "accepted")
+        reserve = min(self.ctx.config.reserve, accepted)
+        left = self.ctx.config.budget - self.spent() - reserve
+        limit = self.ctx.config.max_device_seconds
+        if limit is not None and self.device_seconds() >= limit:
+            return 0
+        return max(0, left)
+
+    def _measure(self, state_nodes: dict[str, NodeRecord], key: str, phase: str) -> Measurement | None:
+        """Measure one candidate unless the store already has this run's measurement of it."""
+        ctx = self.ctx
+        existing = [m for m in ctx.store.measurements(run_id=ctx.run_id, candidate_hash=key)]
+        if existing:
+            result = existing[-1]
+            ctx.emit("reused", {"phase": phase, "reason": "measured before a restart"}, key, store=False)
+        else:
+            if self.spent() >= ctx.config.budget:
+                return None
+            candidate = ctx.store.candidate(key)
+            assert candidate is not None, f"candidate {key} missing from the store"
+            result = ctx.worker.measure(ctx.task, candidate, ctx.measure_config)
+            ctx.store.add_measurement(result, run_id=ctx.run_id)
+            ctx.emit("spend", {"phase": phase, "status": result.status.value, "speedup": result.speedup,
+                               "spent": self.spent(), "budget": ctx.config.budget, "flags": result.flags}, key)
+        node = state_nodes[key]
+        node["speedup"] = result.speedup if result.ok else None
+        node["cv"] = result.candidate.cv if result.candidate else None
+        node["reason"] = "" if result.ok else f"{result.status.value}: {result.reason[:300]}"
+        return result
+
+    # ---- nodes ----------------------------------------------------------------------
+    def init(self, state: SearchState) -> dict[str, Any]:
+        """Root the tree at the reference (measured later only if a speedup needs a baseline: never)."""
+        if state.get("nodes"):
+            return {}
+        ref = self.ctx.task.reference()
+        self.ctx.store.upsert_task(self.ctx.task)
+        self.ctx.store.add_candidate(ref)
+        root = new_node(ref, None, 0, 0, outcome="root")
+        self.ctx.emit("start", {"config": self.ctx.config.model_dump(), "device": self.ctx.hardware.key})
+        return {"run_id": self.ctx.run_id, "iteration": 0, "nodes": {ref.hash: root}, "parent": None, "children": [],
+                "to_measure": [], "spent": 0, "empty_rounds": 0, "finished": False, "stop_reason": "", "best": None,
+                "measurements_to_best": 0}
+
+    def select(self, state: SearchState) -> dict[str, Any]:
+        parent = puct.select(state["nodes"], self.ctx.config.puct_c)
+        if parent is None:
+            return {"finished": True, "stop_reason": "nothing left to expand", "parent": None, "children": []}
+        return {"parent": parent, "iteration": state["iteration"] + 1, "children": [], "to_measure": []}
+
+    def generate(self, state: SearchState) -> dict[str, Any]:
+        ctx = self.ctx
+        nodes = copy.deepcopy(state["nodes"])
+        parent_key = state["parent"]
+        assert parent_key is not None
+        parent = ctx.store.candidate(parent_key)
+        assert parent is not None
+        siblings = [k for k, n in nodes.items() if n["parent"] == parent_key]
+        context = GenerationContext.from_store(
+            ctx.store, ctx.task, ctx.hardware.key, parent, hardware=ctx.hardware,
+            seed=ctx.config.seed * 100_003 + state["iteration"], siblings=siblings, extra_known=nodes.keys())
+        node = nodes[parent_key]
+        if node["outcome"] == "accepted" and node["forecast"]:
+            context = context.model_copy(update={"parent_speedup": math.exp(node["forecast"]["expected_log_speedup"]),
+                                                 "parent_speedup_kind": "forecast"})
+        try:
+            proposals = ctx.generator.propose(ctx.task, parent, context, ctx.config.n_children)
+        except Exception as exc:  # noqa: BLE001 - a broken generator ends this expansion, not the run
+            proposals = []
+            ctx.emit("generator_error", {"error": f"{type(exc).__name__}: {exc}"}, parent_key)
+        children = []
+        for cand in proposals:
+            if cand.hash in nodes:
+                continue
+            ctx.store.add_candidate(cand)
+            nodes[cand.hash] = new_node(cand, parent_key, node["depth"] + 1, state["iteration"])
+            children.append(cand.hash)
+        report = getattr(ctx.generator, "last_report", None)
+        ctx.emit("generated", {"parent": parent_key, "children": children,
+                               "report": report.summary() if report is not None else ""}, parent_key)
+        empty = state.get("empty_rounds", 0) + 1 if not children else 0
+        if not children:
+            nodes[parent_key]["exhausted"] = True
+        return {"nodes": nodes, "children": children, "empty_rounds": empty}
+
+    def forecast(self, state: SearchState) -> dict[str, Any]:
+        ctx = self.ctx
+        nodes = copy.deepcopy(state["nodes"])
+        keys = state["children"]
+        cands = [ctx.store.candidate(k) for k in keys]
+        try:
+            forecasts = ctx.forecaster.forecast_many(ctx.task, cands, ctx.hardware)  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001 - a failed forecast is deferred, never fatal
+            forecasts = [Forecast.uninformative(f"{type(exc).__name__}: {exc}", getattr(ctx.forecaster, "name", "?"))
+                         for _ in keys]
+        expected = {}
+        for key, fc in zip(keys, forecasts):
+            nodes[key]["forecast"] = {"probabilities": list(fc.probabilities), "predicted_bin": fc.predicted_bin,
+                                      "confidence": fc.confidence, "expected_log_speedup": fc.expected_log_speedup,
+                                      "failed": fc.failed}
+            expected[key] = fc.expected_log_speedup
+            prov = fc.provenance
+            ctx.store.add_forecast(ctx.task.name, key, ctx.hardware.key, prov.forecaster, prov.model or "",
+                                   list(fc.probabilities), fc.predicted_bin, fc.confidence, fc.failed,
+                                   fc.reasoning, prov.model_dump(), run_id=ctx.run_id)
+        for key, prior in puct.rank_priors(expected).items():
+            nodes[key]["prior"] = prior
+        ctx.emit("forecast", {"n": len(keys), "failed": sum(1 for f in forecasts if f.failed)}, state["parent"],
+                 store=False)
+        return {"nodes": nodes}
+
+    def route(self, state: SearchState) -> dict[str, Any]:
+        ctx = self.ctx
+        nodes = copy.deepcopy(state["nodes"])
+        items = []
+        for key in state["children"]:
+            fc = nodes[key]["forecast"]
+            assert fc is not None
+            probs = fc["probabilities"]
+            items.append(RoutingInput(hash=key, confidence=fc["confidence"], predicted_bin=fc["predicted_bin"],
+                                      expected_log_speedup=fc["expected_log_speedup"],
+                                      expected_bin=sum((i + 1) * p for i, p in enumerate(probs)), failed=fc["failed"]))
+        decisions = ctx.router.route(items, self.loop_allowance(state))
+        to_measure = []
+        for key, routed in decisions.items():
+            node = nodes[key]
+            node["reason"] = routed.reason
+            if routed.decision == "measure":
+                to_measure.append(key)
+            else:
+                node["outcome"] = {"accept": "accepted", "prune": "pruned", "drop": "dropped"}[routed.decision]  # type: ignore[typeddict-item]
+            ctx.emit("route", {"decision": routed.decision, "reason": routed.reason}, key)
+        return {"nodes": nodes, "to_measure": to_measure}
+
+    def measure(self, state: SearchState) -> dict[str, Any]:
+        nodes = copy.deepcopy(state["nodes"])
+        best, to_best = state.get("best"), state.get("measurements_to_best", 0)
+        for key in state["to_measure"]:
+            result = self._measure(nodes, key, "search")
+            if result is None:
+                nodes[key]["outcome"] = "dropped"
+                nodes[key]["reason"] = "budget exhausted before measurement"
+                self.ctx.emit("skip", {"reason": nodes[key]["reason"]}, key)
+                continue
+            nodes[key]["outcome"] = "measured" if result.ok else "failed"
+            best, to_best = self._track_best(nodes, key, best, to_best)
+        return {"nodes": nodes, "to_measure": [], "spent": self.spent(), "best": best, "measurements_to_best": to_best}
+
+    def backup(self, state: SearchState) -> dict[str, Any]:
+        nodes = copy.deepcopy(state["nodes"])
+        cursor = state.get("parent")
+        while cursor is not None and cursor in nodes:
+            nodes[cursor]["visits"] += 1
+            cursor = nodes[cursor]["parent"]
+        best = state.get("best")
+        self.ctx.emit("progress", self.progress(nodes, best), store=False)
+        return {"nodes": nodes, "spent": self.spent()}
+
+    def verify(self, state: SearchState) -> dict[str, Any]:
+        """Spend what is left (the reserve) measuring the most promising unverified nodes."""
+        nodes = copy.deepcopy(state["nodes"])
+        best, to_best = state.get("best"), state.get("measurements_to_best", 0)
+        accepted = sorted((k for k, n in nodes.items() if n["outcome"] == "accepted"),
+                          key=lambda k: -(nodes[k]["forecast"] or {}).get("expected_log_speedup", 0.0))
+        for key in accepted:
+            if self.spent() >= self.ctx.config.budget:
+                break
+            result = self._measure(nodes, key, "verify")
+            if result is None:
+                break
+            nodes[key]["outcome"] = "verified" if result.ok else "failed"
+            predicted = (nodes[key]["forecast"] or {}).get("predicted_bin")
+            self.ctx.emit("verify", {"predicted_bin": predicted, "measured_bin": result.bin(),
+                                     "forecast_right": predicted == result.bin()}, key)
+            best, to_best = self._track_best(nodes, key, best, to_best)
+        return {"nodes": nodes, "spent": self.spent(), "best": best, "measurements_to_best": to_best,
+                "finished": True, "stop_reason": state.get("stop_reason") or "budget spent"}
+
+    def _track_best(self, nodes: dict[str, NodeRecord], key: str, best: str | None, to_best: int) -> tuple[str | None, int]:
+        speed = nodes[key]["speedup"]
+        if speed is not None and (best is None or speed > (nodes[best]["speedup"] or 0.0)):
+            return key, self.spent()
+        return best, to_best
+
+    def progress(self, nodes: dict[str, NodeRecord], best: str | None) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        for n in nodes.values():
+            counts[n["outcome"]] = counts.get(n["outcome"], 0) + 1
+        return {"spent": self.spent(), "budget": self.ctx.config.budget, "considered": len(nodes) - 1,
+                "counts": counts, "best_speedup": nodes[best]["speedup"] if best else None}
+
+
+def should_measure(state: SearchState) -> str:
+    """After routing: go to the hardware only when something was routed there."""
+    return "measure" if state.get("to_measure") else "backup"
+
+
+def budget_check(nodes_impl: SearchNodes):  # noqa: ANN201 - returns the conditional-edge function
+    """After backing up: loop while the loop budget, rounds and generator allow; else verify and report."""
+
+    def decide(state: SearchState) -> str:
+        cfg = nodes_impl.ctx.config
+        if state.get("finished"):
+            return "finish"
+        if nodes_impl.loop_allowance(state) <= 0:
+            return "finish"
+        if state["iteration"] >= cfg.rounds_limit or state.get("empty_rounds", 0) >= 3:
+            return "finish"
+        return "continue"
+
+    return decide
+
+
+def after_select(state: SearchState) -> str:
+    return "finish" if state.get("finished") else "generate"

@@ -1,0 +1,66 @@
+"""Start or resume a run: build the context (worker, agents, store) from a RunConfig and execute the graph."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agents.factory import make_forecaster, make_generator
+from graphs.config import RunConfig
+from graphs.context import ProgressCallback, RunContext
+from graphs.graph import execute
+from graphs.result import RunResult
+from tools.measurement import MeasureConfig
+from tools.store import Store
+from tools.task import resolve_task
+from tools.worker import MeasurementWorker
+
+
+class RunError(RuntimeError):
+    """A run cannot be started or resumed (unknown id, finished already, bad config)."""
+
+
+def _context(run_id: str, config: RunConfig, store: Store, home: Path, worker: MeasurementWorker,
+             on_event: ProgressCallback | None, measure_timeout_s: float, api_base: str | None,
+             exclude_task_from_training: bool) -> RunContext:
+    task = resolve_task(config.task)
+    hardware = worker.hardware_spec()
+    generator = make_generator(config.generator, worker=worker, model=config.model, api_base=api_base)
+    forecaster = make_forecaster(config.forecaster, store=store, device=hardware.key, model=config.model,
+                                 api_base=api_base, exclude_task=task.name if exclude_task_from_training else None)
+    return RunContext(run_id=run_id, config=config, task=task, store=store, worker=worker, generator=generator,
+                      forecaster=forecaster, hardware=hardware, folder=home / "runs" / run_id,
+                      measure_config=MeasureConfig(sizes=config.sizes, timeout_s=measure_timeout_s), on_event=on_event)
+
+
+def start_run(config: RunConfig, store: Store, home: Path, *, on_event: ProgressCallback | None = None,
+              measure_timeout_s: float = 120.0, api_base: str | None = None, run_id: str | None = None,
+              exclude_task_from_training: bool = False) -> RunResult:
+    task = resolve_task(config.task)  # fail fast on an unknown task, before a run row exists
+    backend = "cuda" if task.language == "cuda" else config.backend
+    config = config.model_copy(update={"task": str(task.path) if not _is_builtin(config.task) else config.task,
+                                       "backend": backend})
+    with MeasurementWorker(backend, config.device) as worker:
+        hardware = worker.hardware_spec()
+        run_id = store.create_run(task.name, hardware.key, config.model_dump(), config.budget, run_id=run_id)
+        store.update_run(run_id, folder=str(home / "runs" / run_id))
+        ctx = _context(run_id, config, store, home, worker, on_event, measure_timeout_s, api_base,
+                       exclude_task_from_training)
+        return execute(ctx, home / "checkpoints.db")
+
+
+def resume_run(run_id: str, store: Store, home: Path, *, on_event: ProgressCallback | None = None,
+               measure_timeout_s: float = 120.0, api_base: str | None = None) -> RunResult:
+    row = store.run(run_id)
+    if row is None:
+        raise RunError(f"no run with id {run_id!r} (see `kernelcast runs`)")
+    config = RunConfig.model_validate(row["config"])
+    with MeasurementWorker(config.backend, config.device) as worker:
+        ctx = _context(row["id"], config, store, home, worker, on_event, measure_timeout_s, api_base, False)
+        store.update_run(row["id"], status="running")
+        return execute(ctx, home / "checkpoints.db", resume=True)
+
+
+def _is_builtin(name: str) -> bool:
+    from tools.task import builtin_task_paths
+
+    return name in builtin_task_paths()
