@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from agents.dedup import Deduplicator
 from agents.generator import FAST_MATH_OPTIONS, GenerationContext, ProposalReport, Validator
 from tools.candidate import Candidate, normalize_source
-from tools.expr import ExpressionError, evaluate_int
+from tools.expr import ExpressionError, evaluate, evaluate_int
 from tools.task import Task
 
 if TYPE_CHECKING:
@@ -102,9 +102,13 @@ class Loop:
 
 
 def simple_loops(source: str) -> list[Loop]:
-    """Counted for-loops (``for (int i = a; i < b; ++i)``) that start a line, outside macros."""
+    """Counted for-loops (``for (int i = a; i < b; ++i)``) that start a line, outside macros and outside
+    preprocessor branches known to be inactive (a pragma there would make a new hash but the same binary)."""
+    active = active_lines(source)
     loops = []
     for m in _SIMPLE_FOR.finditer(source):
+        if not active[source.count("\n", 0, m.start())]:
+            continue
         before = source[: m.start()].rstrip("\n").splitlines()
         previous = next((line.strip() for line in reversed(before) if line.strip()), "")
         if previous.endswith("\\"):
@@ -121,6 +125,60 @@ def _compile_time_constant(bound: str, source: str) -> bool:
         return True
     name = _NAME.match(bound)
     return bool(name and re.search(rf"#\s*define\s+{name.group(1)}\b", source))
+
+
+_DIRECTIVE = re.compile(r"^\s*#\s*(\w+)\s*(.*?)\s*$")
+_DEFINED = re.compile(r"\bdefined\s*(?:\(\s*(\w+)\s*\)|(\w+))")
+
+
+def active_lines(source: str) -> list[bool]:
+    """Per line: False where an ``#if``/``#ifdef`` branch is known to be skipped, given the ``#define``s above it.
+
+    Conditions it cannot evaluate count as active in every branch (the safe side: the loop is kept).
+    """
+    defines: dict[str, int | float | None] = {}  # None: defined, value not numeric
+    stack: list[tuple[bool, bool | None]] = []  # (enclosing region active, branch taken: True/False/unknown)
+    active, out = True, []
+    for line in source.splitlines() or [""]:
+        m = _DIRECTIVE.match(line)
+        if m:
+            word, rest = m.groups()
+            if word in ("if", "ifdef", "ifndef"):
+                cond = _condition(word, rest, defines)
+                stack.append((active, cond))
+                active = active and cond is not False
+            elif word == "elif" and stack:
+                outer, taken = stack[-1]
+                cond = False if taken is True else None if taken is None else _condition("if", rest, defines)
+                stack[-1] = (outer, True if cond is True else taken if cond is False else None)
+                active = outer and cond is not False
+            elif word == "else" and stack:
+                outer, taken = stack[-1]
+                active = outer and taken is not True
+            elif word == "endif" and stack:
+                active = stack.pop()[0]
+            elif word == "define" and active:
+                name, _, value = rest.partition(" ")
+                if re.fullmatch(r"[A-Za-z_]\w*", name):
+                    try:
+                        defines[name] = evaluate(value.strip() or "1", {k: v for k, v in defines.items() if v is not None})
+                    except (ExpressionError, ZeroDivisionError, TypeError):
+                        defines[name] = None
+        out.append(active)
+    return out
+
+
+def _condition(word: str, rest: str, defines: dict[str, int | float | None]) -> bool | None:
+    if word in ("ifdef", "ifndef"):
+        return (rest.split()[0] in defines) == (word == "ifdef") if rest.split() else None
+    expr = _DEFINED.sub(lambda m: "1" if (m.group(1) or m.group(2)) in defines else "0", rest)
+    expr = expr.replace("&&", " and ").replace("||", " or ")
+    if re.search(r"!(?!=)", expr):
+        return None
+    try:
+        return bool(evaluate(expr, {k: v for k, v in defines.items() if v is not None}))
+    except (ExpressionError, ZeroDivisionError, TypeError, SyntaxError):
+        return None
 
 
 # ---- generic edits -------------------------------------------------------------------------

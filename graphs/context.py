@@ -48,4 +48,4 @@ class RunContext:
         if store:
             self.store.add_event(self.run_id, kind, payload, candidate_hash)
         if self.on_event is not None:
-            self.on_event(kind, {"candidate": candidate_hash, **payload})
+            self.on_event(kind, {"run_id": self.run_id, "candidate": candidate_hash, **payload})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelcast.settings import get_settings
 from tools.candidate import Candidate, candidate_from_file
@@ -11,6 +11,9 @@ from tools.measurement import HardwareSpec, Measurement, MeasureConfig
 from tools.store import Store
 from tools.task import Task, resolve_task
 from tools.worker import MeasurementWorker
+
+if TYPE_CHECKING:
+    from graphs.result import RunResult
 
 
 def open_store(path: str | Path | None = None) -> Store:
@@ -72,3 +75,41 @@ def hardware(backend: str = "opencl", device: str | None = None) -> HardwareSpec
 
 def _backend_for(task: Task) -> str:
     return "cuda" if task.language == "cuda" else get_settings().backend
+
+
+def optimize(task: str | Path, *, budget: int = 24, router: str = "selective", threshold: float = 0.6,
+             generator: str = "offline", forecaster: str = "learned", model: str | None = None,
+             device: str | None = None, seed: int = 0, sizes: str = "full", measure_per_round: int = 4,
+             store: Store | None = None, on_event: Any = None, **extra: Any) -> "RunResult":
+    """Optimize a task under a hardware budget; returns the run's result (best kernel is always measured)."""
+    from graphs.config import RunConfig
+    from graphs.run import start_run
+
+    settings = get_settings()
+    config = RunConfig(task=str(task), budget=budget, router=router, threshold=threshold, generator=generator,  # type: ignore[arg-type]
+                       forecaster=forecaster, model=model or settings.model, backend=settings.backend,
+                       device=device or settings.device, seed=seed, sizes=sizes,  # type: ignore[arg-type]
+                       measure_per_round=measure_per_round, **extra)
+    own = store is None
+    store = store or open_store()
+    try:
+        return start_run(config, store, settings.home, on_event=on_event, measure_timeout_s=settings.measure_timeout_s,
+                         api_base=settings.api_base)
+    finally:
+        if own:
+            store.close()
+
+
+def resume(run_id: str, *, store: Store | None = None, on_event: Any = None) -> "RunResult":
+    """Continue a stopped run where it left off (nothing measured is bought twice)."""
+    from graphs.run import resume_run
+
+    settings = get_settings()
+    own = store is None
+    store = store or open_store()
+    try:
+        return resume_run(run_id, store, settings.home, on_event=on_event, measure_timeout_s=settings.measure_timeout_s,
+                          api_base=settings.api_base)
+    finally:
+        if own:
+            store.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from kernelcast.commands import measure, tasks
+from kernelcast.commands import measure, optimize, tasks
 from kernelcast.logs import configure_logging
 from kernelcast.settings import get_settings
 
@@ -16,6 +16,7 @@ app = typer.Typer(
 )
 app.add_typer(tasks.app, name="tasks")
 app.registered_commands += measure.app.registered_commands
+app.registered_commands += optimize.app.registered_commands
 
 
 @app.callback()

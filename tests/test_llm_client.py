@@ -53,15 +53,25 @@ def test_endpoint_and_key_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
 class StatusServer:
     """Answers every POST with ``status`` and an OpenAI-style error body, counting requests."""
 
-    def __init__(self, status: int) -> None:
+    def __init__(self, status: int, delay_s: float = 0.0) -> None:
         self.status = status
+        self.delay_s = delay_s
         self.hits = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        lock = threading.Lock()
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server API
-                outer.hits += 1
+                with lock:
+                    outer.hits += 1
+                    outer.in_flight += 1
+                    outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                time.sleep(outer.delay_s)
+                with lock:
+                    outer.in_flight -= 1
                 body = json.dumps({"error": {"message": f"status {outer.status}", "type": "test"}}).encode()
                 self.send_response(outer.status)
                 self.send_header("Content-Type", "application/json")
@@ -119,6 +129,18 @@ def test_rejected_response_format_falls_back_to_tool_then_text(status_server: St
         client.complete([{"role": "user", "content": "hi"}], schema=Answer, max_tokens=2)
     assert status_server.hits == 3  # json_schema, tool, text
     assert client.structured == "text"  # remembered for the next call
+
+
+def test_complete_many_respects_the_concurrency_limit() -> None:
+    server = StatusServer(400, delay_s=0.2)
+    try:
+        client = fast_client(server.api_base, max_concurrency=2)
+        out = client.complete_many([[{"role": "user", "content": str(i)}] for i in range(6)], max_tokens=2)
+    finally:
+        server.close()
+    assert len(out) == 6 and all(isinstance(r, LLMError) and r.kind == "request" for r in out)
+    assert server.hits == 6 and server.max_in_flight == 2
+    assert client.usage.errors == 6
 
 
 def test_closed_port_retries_then_fails_with_transport_error() -> None:
@@ -179,12 +201,14 @@ def test_logprobs_passthrough(llm_server: LlamaServer) -> None:
 
 
 @pytest.mark.llm
-def test_complete_many_keeps_order_and_limits_concurrency(llm_server: LlamaServer) -> None:
+def test_complete_many_keeps_order(llm_server: LlamaServer) -> None:
     client = LLMClient(llm_server.model, api_base=llm_server.api_base, timeout_s=60, max_concurrency=2)
     dead = f"http://127.0.0.1:{free_port()}/v1"
-    prompts = [[{"role": "user", "content": f"Repeat the word {w}."}] for w in ("apple", "river", "stone")]
-    replies = client.complete_many(prompts, max_tokens=4)
-    assert len(replies) == 3 and all(not isinstance(r, LLMError) for r in replies)
+    prompts = [[{"role": "user", "content": "Repeat: " + "apple " * n}] for n in (1, 20, 40)]
+    replies = client.complete_many(prompts, max_tokens=2)
+    assert all(not isinstance(r, LLMError) for r in replies)
+    tokens = [r.prompt_tokens for r in replies if not isinstance(r, LLMError)]
+    assert tokens == sorted(tokens) and tokens[0] < tokens[2]  # replies line up with their prompts
     assert client.usage.calls == 3
     # a failing endpoint: errors come back in place, nothing raises
     broken = LLMClient("openai/x", api_base=dead, max_retries=0, max_concurrency=2)

@@ -1,0 +1,181 @@
+"""`kernelcast optimize`, `runs`, `show`, `resume`: the main job from the command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import typer
+from rich.live import Live
+from rich.table import Table
+
+from kernelcast import api
+from kernelcast.console import EXIT_DEVICE, EXIT_INTERRUPTED, EXIT_USAGE, console, fail
+from kernelcast.settings import get_settings
+from tools.task import TaskError
+from tools.worker import WorkerError
+
+app = typer.Typer()
+
+
+class LiveView:
+    """Budget, candidate counts and best speedup, updated on every graph event."""
+
+    def __init__(self, title: str, events: str | None) -> None:
+        self.title = title
+        self.events = events
+        self.state: dict[str, Any] = {"spent": 0, "budget": "?", "considered": 0, "counts": {}, "best_speedup": None}
+        self.last = ""
+        self.live: Live | None = None
+
+    def __call__(self, kind: str, payload: dict[str, Any]) -> None:
+        if self.events == "jsonl":
+            print(json.dumps({"event": kind, **payload}, default=str), flush=True)
+        if kind == "progress":
+            self.state.update(payload)
+        elif kind == "spend":
+            self.state["spent"] = payload.get("spent", self.state["spent"])
+            self.last = (f"measured {str(payload.get('candidate'))[:8]}: {payload.get('status')}"
+                         + (f" {payload['speedup']:.3f}x" if payload.get("speedup") else ""))
+        if self.live is not None:
+            self.live.update(self.render())
+
+    def render(self) -> Table:
+        s = self.state
+        counts = s.get("counts", {})
+        table = Table(title=self.title, show_header=False)
+        table.add_row("hardware measurements", f"{s['spent']} / {s['budget']}")
+        table.add_row("candidates considered", str(s.get("considered", 0)))
+        table.add_row("measured (correct / failed)", f"{counts.get('measured', 0) + counts.get('verified', 0)} / "
+                                                     f"{counts.get('failed', 0)}")
+        table.add_row("accepted unverified / pruned / dropped",
+                      f"{counts.get('accepted', 0)} / {counts.get('pruned', 0)} / {counts.get('dropped', 0)}")
+        best = s.get("best_speedup")
+        table.add_row("best verified speedup", f"{best:.3f}x" if best else "-")
+        table.add_row("last", self.last or "-")
+        return table
+
+
+def print_result(result: Any) -> None:
+    table = Table(title=f"run {result.run_id}")
+    table.add_column("")
+    table.add_column("")
+    table.add_row("task / device", f"{result.task} / {result.device}")
+    table.add_row("router, budget spent", f"{result.router}, {result.spent} of {result.budget}")
+    table.add_row("candidates considered", f"{result.considered} ({result.considered_per_measurement:.1f} per measurement)")
+    table.add_row("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(result.counts.items())))
+    if result.best_hash:
+        table.add_row("best (measured)", f"[green]{result.best_speedup:.3f}x[/] (CV {result.best_cv or 0:.1%}) "
+                                         f"candidate {result.best_hash[:8]}, after {result.measurements_to_best} measurements")
+        table.add_row("geometry", json.dumps(result.best_geometry))
+        table.add_row("path", " → ".join(result.best_path))
+    else:
+        table.add_row("best", "[yellow]no correct candidate was measured; the reference stays best[/]")
+    table.add_row("run folder", result.folder)
+    console.print(table)
+
+
+def _drive(title: str, events: str | None, call: Any) -> Any:
+    view = LiveView(title, events)
+    try:
+        if events == "jsonl" or not sys.stdout.isatty():
+            return call(view)
+        with Live(view.render(), console=console, refresh_per_second=4) as live:
+            view.live = live
+            return call(view)
+    except (TaskError, ValueError) as exc:
+        fail(str(exc), EXIT_USAGE)
+    except WorkerError as exc:
+        fail(str(exc), EXIT_DEVICE)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted: `kernelcast resume RUN` continues where it stopped[/]")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+@app.command("optimize")
+def optimize(
+    task: str = typer.Argument(..., help="built-in task name or path to a task.toml"),
+    budget: int = typer.Option(24, "--budget", "-b", help="hardware measurements to spend"),
+    router: str = typer.Option("selective", "--router", help="selective | topk | measure-all"),
+    threshold: float = typer.Option(0.6, "--threshold", "-t", help="confidence to trust a forecast"),
+    generator: str = typer.Option("offline", "--generator", help="offline | llm"),
+    forecaster: str = typer.Option("learned", "--forecaster", help="learned | llm | llm-logprobs | none"),
+    model: str | None = typer.Option(None, "--model", help="litellm model string for LLM agents"),
+    device: str | None = typer.Option(None, "--device", "-d"),
+    seed: int = typer.Option(0, "--seed"),
+    k: int = typer.Option(4, "--k", help="measurements per expansion (top-k / selective cap)"),
+    sizes: str = typer.Option("full", "--sizes", help="full | small (small: quick trial runs)"),
+    events: str | None = typer.Option(None, "--events", help="'jsonl': one JSON event per graph step on stdout"),
+) -> None:
+    """Optimize a task under a fixed hardware budget; prints the best measured kernel and the run folder."""
+    if router not in ("selective", "topk", "measure-all"):
+        fail(f"unknown router {router!r}: expected selective, topk or measure-all")
+    if events not in (None, "jsonl"):
+        fail("--events takes 'jsonl'")
+    result = _drive(f"optimizing {task} ({router}, budget {budget})", events, lambda view: api.optimize(
+        task, budget=budget, router=router, threshold=threshold, generator=generator, forecaster=forecaster,
+        model=model, device=device, seed=seed, sizes=sizes, measure_per_round=k, on_event=view))
+    if events == "jsonl":
+        print(json.dumps({"event": "result", **result.model_dump()}), flush=True)
+    else:
+        print_result(result)
+
+
+@app.command("resume")
+def resume(run_id: str = typer.Argument(...), events: str | None = typer.Option(None, "--events")) -> None:
+    """Continue an interrupted run; nothing measured is lost or bought twice."""
+    from graphs.run import RunError
+
+    try:
+        result = _drive(f"resuming {run_id}", events, lambda view: api.resume(run_id, on_event=view))
+    except RunError as exc:
+        fail(str(exc))
+    if events == "jsonl":
+        print(json.dumps({"event": "result", **result.model_dump()}), flush=True)
+    else:
+        print_result(result)
+
+
+@app.command("runs")
+def runs(task: str | None = typer.Option(None, "--task"), limit: int = typer.Option(20, "--limit")) -> None:
+    """List recent runs."""
+    store = api.open_store()
+    table = Table(title=f"runs in {get_settings().db_path}")
+    for col in ("id", "task", "status", "router", "spent/budget", "best speedup", "created"):
+        table.add_column(col)
+    for row in store.runs(task=task, limit=limit):
+        config = json.loads(row["config"])
+        best = f"{row['best_speedup']:.3f}x" if row["best_speedup"] else "-"
+        table.add_row(row["id"], row["task"], row["status"], config.get("router", "?"),
+                      f"{row['spent']}/{row['budget']}", best, row["created_at"][:19])
+    console.print(table)
+
+
+@app.command("show")
+def show(run_id: str = typer.Argument(...), as_json: bool = typer.Option(False, "--json")) -> None:
+    """Show one run: its result, and the decision taken for each candidate."""
+    store = api.open_store()
+    row = store.run(run_id)
+    if row is None:
+        fail(f"no run with id {run_id!r} (see `kernelcast runs`)")
+    if as_json:
+        print(json.dumps({**row, "events": store.events(row["id"])}, indent=1, default=str))
+        return
+    from graphs.result import RunResult
+
+    if row["summary"]:
+        print_result(RunResult.model_validate(row["summary"]))
+    else:
+        console.print(f"run {row['id']} is {row['status']} ({row['spent']} of {row['budget']} measurements spent)")
+    table = Table(title="decisions")
+    for col in ("seq", "event", "candidate", "detail"):
+        table.add_column(col)
+    for event in store.events(row["id"]):
+        if event["kind"] in ("route", "spend", "verify", "skip"):
+            p = event["payload"]
+            detail = p.get("reason") or (f"{p.get('status')} {p.get('speedup') or ''}" if event["kind"] == "spend" else
+                                         json.dumps(p))
+            table.add_row(str(event["seq"]), event["kind"] + (f":{p['decision']}" if "decision" in p else ""),
+                          (event["candidate_hash"] or "")[:8], str(detail)[:90])
+    console.print(table)

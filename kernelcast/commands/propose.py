@@ -1,0 +1,108 @@
+"""`kernelcast propose`: new candidates for a task, validated and written to a folder, nothing measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from agents.generator import GenerationContext, Generator, ProposalReport
+from agents.offline_generator import OfflineGenerator
+from kernelcast import api
+from kernelcast.console import EXIT_DEVICE, EXIT_FAILED, console, fail
+from kernelcast.settings import get_settings
+from tools.candidate import Candidate, candidate_from_file
+from tools.task import Task, TaskError
+from tools.worker import MeasurementWorker, WorkerError
+
+app = typer.Typer()
+
+SUFFIX = {"opencl": ".cl", "cuda": ".cu"}
+
+
+def make_generator(kind: str, worker: MeasurementWorker | None, model: str | None) -> Generator:
+    """The offline generator, or the LLM generator on ``model`` (else KERNELCAST_MODEL) with the settings' endpoint."""
+    if kind == "offline":
+        return OfflineGenerator(worker)
+    if kind != "llm":
+        fail(f"--generator must be 'offline' or 'llm', got {kind!r}")
+    settings = get_settings()
+    model = model or settings.model
+    if not model:
+        fail("--generator llm needs --model or KERNELCAST_MODEL (a litellm model string)")
+    from agents.llm_client import LLMClient
+    from agents.llm_generator import LLMGenerator
+
+    key = settings.api_key.get_secret_value() if settings.api_key else None
+    return LLMGenerator(LLMClient(model, settings.api_base, key), worker)
+
+
+def write_candidates(candidates: list[Candidate], task: Task, out: Path) -> list[Path]:
+    """``<hash>.json`` (the candidate, loadable by ``measure -c``) and ``<hash>.cl|.cu`` (its source) each."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for c in candidates:
+        path = out / f"{c.hash}.json"
+        path.write_text(c.model_dump_json(indent=2))
+        (out / f"{c.hash}{SUFFIX.get(task.language, '.txt')}").write_text(c.source)
+        written.append(path)
+    return written
+
+
+def proposal_table(candidates: list[Candidate], report: ProposalReport, task: Task) -> Table:
+    table = Table(title=f"{task.name}: {len(candidates)} proposal(s) from {report.generator}")
+    for col in ("#", "hash", "intent", "global", "local", "options", "validation"):
+        table.add_column(col, overflow="fold")
+    for i, c in enumerate(candidates, 1):
+        table.add_row(str(i), c.short, c.intent, ", ".join(c.global_size), ", ".join(c.local_size or ["runtime"]),
+                      " ".join(c.build_options) or "-", f"[green]{report.validation.get(c.hash, '?')}[/]")
+    return table
+
+
+@app.command("propose")
+def propose(
+    task: str = typer.Argument(..., help="built-in task name or path to a task.toml"),
+    parent: str | None = typer.Option(None, "--parent", help="parent kernel: candidate .json or kernel source "
+                                      "(default: the reference)"),
+    generator: str = typer.Option("offline", "--generator", "-g", help="offline (no network) or llm"),
+    n: int = typer.Option(4, "-n", min=1, help="number of candidates to propose"),
+    out: Path | None = typer.Option(None, "--out", "-o", help="folder for the candidates (default ./proposals/<task>)"),
+    model: str | None = typer.Option(None, "--model", "-m", help="litellm model string for --generator llm"),
+    seed: int = typer.Option(0, "--seed", help="random seed (proposals are deterministic per seed)"),
+    device: str | None = typer.Option(None, "--device", "-d", help="platform:device index or name substring"),
+    compile_check: bool = typer.Option(True, "--compile/--no-compile", help="compile each proposal on the device"),
+) -> None:
+    """Propose new candidates (children of the parent), validate them, and write them to a folder."""
+    try:
+        task_obj = api.as_task(task)
+        parent_cand = candidate_from_file(parent, task_obj) if parent else task_obj.reference()
+    except (TaskError, FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+    settings = get_settings()
+    worker = MeasurementWorker(api._backend_for(task_obj), device or settings.device)
+    gen = make_generator(generator, worker if compile_check else None, model)  # fails fast on bad options
+    store = api.open_store()
+    try:
+        try:
+            hardware = worker.start()  # the device's spec and key, also when not compiling
+        except WorkerError as exc:
+            fail(str(exc), EXIT_DEVICE)
+        context = GenerationContext.from_store(store, task_obj, hardware.key, parent_cand, hardware=hardware, seed=seed)
+        with console.status(f"proposing {n} candidate(s) for {task_obj.name} with {gen.name}...", spinner="dots"):
+            candidates = gen.propose(task_obj, parent_cand, context, n)
+    finally:
+        worker.close()
+        store.close()
+    report = gen.last_report
+    folder = out or Path("proposals") / task_obj.name
+    write_candidates(candidates, task_obj, folder)
+    if candidates:
+        console.print(proposal_table(candidates, report, task_obj))
+    console.print(report.summary(), highlight=False)
+    for line in report.feedback():
+        console.print(f"  [yellow]{line}[/]", highlight=False)
+    if not candidates:
+        raise typer.Exit(EXIT_FAILED)
+    console.print(f"wrote {len(candidates)} candidate(s) to {folder}/ (measure one with "
+                  f"[bold]kernelcast measure {task_obj.name} -c {folder}/<hash>.json[/])", highlight=False)

@@ -1,0 +1,108 @@
+"""The optimization graph end to end on the real PoCL device (small sizes to stay fast)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from graphs.config import RunConfig
+from graphs.run import RunError, resume_run, start_run
+from graphs.state import CONSIDERED_CLASSES
+from tools.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def check_invariants(store: Store, run_id: str, budget: int) -> dict:
+    row = store.run(run_id)
+    assert row is not None and row["status"] == "finished"
+    tree = json.loads((Path(row["folder"]) / "tree.json").read_text())
+    measured = store.measurements(run_id=run_id)
+    assert len(measured) <= budget
+    assert len({m.candidate_hash for m in measured}) == len(measured), "a candidate was bought twice"
+    for key, node in tree.items():
+        if node["outcome"] == "root":
+            continue
+        assert node["outcome"] in CONSIDERED_CLASSES, f"{key} ended as {node['outcome']}"
+    summary = row["summary"]
+    if summary["best_hash"]:
+        best = [m for m in measured if m.candidate_hash == summary["best_hash"]]
+        assert best and best[0].ok, "the reported best must be a measured, correct kernel"
+        assert summary["best_speedup"] == pytest.approx(best[0].speedup)
+        assert tree[summary["best_hash"]]["outcome"] in ("measured", "verified")
+    return summary
+
+
+@pytest.mark.parametrize("router", ["measure-all", "topk", "selective"])
+def test_run_finishes_within_budget_with_a_measured_best(tmp_path: Path, router: str) -> None:
+    store = Store(tmp_path / "k.db")
+    config = RunConfig(task="saxpy", budget=5, router=router, forecaster="none", sizes="small", measure_per_round=2)
+    result = start_run(config, store, tmp_path, measure_timeout_s=60)
+    summary = check_invariants(store, result.run_id, 5)
+    assert result.spent == 5
+    assert summary["best_hash"] is not None
+    assert (Path(result.folder) / "best.cl").exists() and (Path(result.folder) / "README.md").exists()
+    spends = store.events(result.run_id, kind="spend")
+    routes = store.events(result.run_id, kind="route")
+    assert len(spends) == 5
+    assert len(routes) == result.considered  # every candidate's decision is recorded with a reason
+    assert all(e["payload"]["reason"] for e in routes)
+    if router != "measure-all":
+        assert result.considered > result.spent
+
+
+def test_resume_of_unknown_run_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(RunError, match="no run with id"):
+        resume_run("nope", Store(tmp_path / "k.db"), tmp_path)
+
+
+def kc(home: Path, *args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "KERNELCAST_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "kernelcast.cli", *args], stdout=subprocess.PIPE, text=True,
+                            env=env, cwd=home.parent)
+
+
+def test_kill_9_then_resume_continues_without_rebuying(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    budget = 8
+    proc = kc(home, "optimize", "saxpy", "--budget", str(budget), "--sizes", "small", "--forecaster", "none",
+              "--router", "topk", "--k", "2", "--events", "jsonl")
+    run_id, spends = None, 0
+    assert proc.stdout is not None
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        event = json.loads(line)
+        run_id = event.get("run_id", run_id)
+        if event["event"] == "spend":
+            spends += 1
+            if spends == 3:
+                os.kill(proc.pid, signal.SIGKILL)
+                break
+    proc.wait()
+    # the worker process is orphaned by the kill; it exits when its pipe closes
+    assert run_id is not None and spends == 3
+    store = Store(home / "kernelcast.db")
+    before = {m.candidate_hash: m.created_at for m in store.measurements(run_id=run_id)}
+    assert 3 <= len(before) < budget
+    assert store.run(run_id)["status"] == "running"
+
+    resumed = kc(home, "resume", run_id, "--events", "jsonl")
+    out, _ = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, out
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["event"] == "result" and result["spent"] == budget
+    after = store.measurements(run_id=run_id)
+    assert len(after) == budget
+    for key, created in before.items():  # nothing measured before the kill was lost or re-bought
+        assert [m.created_at for m in after if m.candidate_hash == key] == [created]
+    check_invariants(store, run_id, budget)
