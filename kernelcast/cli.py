@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from kernelcast.commands import measure, optimize, tasks
+from kernelcast.commands import dataset, measure, optimize, tasks
 from kernelcast.logs import configure_logging
 from kernelcast.settings import get_settings
 
@@ -15,6 +15,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(tasks.app, name="tasks")
+app.add_typer(dataset.app, name="dataset")
 app.registered_commands += measure.app.registered_commands
 app.registered_commands += optimize.app.registered_commands
 

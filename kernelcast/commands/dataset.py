@@ -1,0 +1,60 @@
+"""`kernelcast dataset build|export`: measured data for the learned forecaster and calibration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from kernelcast import api
+from kernelcast.console import EXIT_DEVICE, console, fail
+from kernelcast.settings import get_settings
+from tools.measurement import MeasureConfig
+from tools.task import TaskError, builtin_task_paths, load_task, resolve_task
+from tools.worker import MeasurementWorker, WorkerError
+
+app = typer.Typer(help="Build the measured dataset (resumable).", no_args_is_help=True)
+
+
+@app.command("build")
+def build(
+    tasks: str | None = typer.Option(None, "--tasks", help="comma-separated tasks (default: every OpenCL built-in)"),
+    per_task: int = typer.Option(40, "--per-task", "-n", help="candidates per task"),
+    limit: int | None = typer.Option(None, "--limit", help="stop after this many new measurements"),
+    seed: int = typer.Option(0, "--seed"),
+    device: str | None = typer.Option(None, "--device", "-d"),
+    sizes: str = typer.Option("full", "--sizes"),
+) -> None:
+    """Measure a pool of candidates per task into the store; rerun to continue where it stopped."""
+    from kernelcast.dataset import build_dataset
+
+    try:
+        if tasks:
+            chosen = [resolve_task(t.strip()) for t in tasks.split(",") if t.strip()]
+        else:
+            chosen = [t for t in (load_task(p) for p in builtin_task_paths().values()) if t.language == "opencl"]
+    except TaskError as exc:
+        fail(str(exc))
+    store = api.open_store()
+    settings = get_settings()
+    config = MeasureConfig(sizes=sizes, timeout_s=settings.measure_timeout_s)
+    counts = {"correct": 0, "failed": 0}
+    try:
+        with MeasurementWorker(settings.backend, device or settings.device) as worker, Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+            console=console,
+        ) as progress:
+            bar = progress.add_task("planning pools...", total=None)
+
+            def tick(task, cand, result, done, total) -> None:  # noqa: ANN001
+                counts["correct" if result is not None and result.ok else "failed"] += 1
+                progress.update(bar, total=total, completed=done,
+                                description=f"{task.name} {cand.short}: {result.status.value if result else '?'}")
+
+            made = build_dataset(chosen, store, worker, per_task=per_task, seed=seed, config=config, limit=limit,
+                                 on_progress=tick)
+    except WorkerError as exc:
+        fail(str(exc), EXIT_DEVICE)
+    console.print(f"{made} new measurements ({counts['correct']} correct, {counts['failed']} failed) in "
+                  f"{Path(settings.db_path)}")

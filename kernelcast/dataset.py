@@ -1,0 +1,64 @@
+"""Build the measured dataset the learned forecaster and the calibration report learn from.
+
+Per task: a seeded pool of template points plus generic variants of the
+reference (work-group shapes, build options, unrolling) from the offline
+generator; every candidate is measured into the store. Deterministic given a
+seed and resumable: candidates already measured on this device are skipped.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable
+
+from agents.generator import GenerationContext
+from agents.offline_generator import OfflineGenerator
+from tools.candidate import Candidate
+from tools.measurement import MeasureConfig, Measurement
+from tools.store import Store
+from tools.task import Task
+from tools.worker import MeasurementWorker
+
+TEMPLATE_SHARE = 0.75
+
+
+def candidate_pool(task: Task, per_task: int, seed: int, worker: MeasurementWorker | None = None) -> list[Candidate]:
+    """Template points (most of the pool) and generic variants of the reference, deduplicated."""
+    rng = random.Random(f"{seed}:{task.name}")
+    pool: dict[str, Candidate] = {}
+    points = task.param_space()
+    rng.shuffle(points)
+    n_template = min(len(points), int(round(per_task * TEMPLATE_SHARE)) if points else 0)
+    for point in points[:n_template]:
+        cand = task.instantiate(point, intent="dataset template point", generator="dataset")
+        pool[cand.hash] = cand
+    wanted = per_task - len(pool)
+    if wanted > 0:
+        generator = OfflineGenerator(worker=worker)
+        ref = task.reference()
+        context = GenerationContext(seed=seed, known_hashes=set(pool) | {ref.hash})
+        for cand in generator.propose(task, ref, context, wanted):
+            pool.setdefault(cand.hash, cand)
+    return list(pool.values())[:per_task]
+
+
+def build_dataset(tasks: Iterable[Task], store: Store, worker: MeasurementWorker, per_task: int = 40, seed: int = 0,
+                  config: MeasureConfig | None = None, limit: int | None = None,
+                  on_progress: Callable[[Task, Candidate, Measurement | None, int, int], None] | None = None) -> int:
+    """Measure the pools into the store; returns how many new measurements were made."""
+    config = config or MeasureConfig()
+    device = worker.hardware_spec().key
+    plan: list[tuple[Task, Candidate]] = []
+    for task in tasks:
+        store.upsert_task(task)
+        done = {m.candidate_hash for m in store.measurements(task=task.name, device=device, sizes=config.sizes)}
+        plan += [(task, c) for c in candidate_pool(task, per_task, seed, worker) if c.hash not in done]
+    if limit is not None:
+        plan = plan[:limit]
+    for i, (task, cand) in enumerate(plan):
+        store.add_candidate(cand)
+        result = worker.measure(task, cand, config)
+        store.add_measurement(result)
+        if on_progress is not None:
+            on_progress(task, cand, result, i + 1, len(plan))
+    return len(plan)
