@@ -170,3 +170,21 @@ def test_complete_many_keeps_order(llm_server: LlamaServer) -> None:
     broken = LLMClient("openai/x", api_base=dead, max_retries=0, max_concurrency=2)
     out = broken.complete_many(prompts[:2], max_tokens=4)
     assert [type(r) for r in out] == [LLMError, LLMError]
+
+
+# ---- JSON found in plain-text replies (servers without constrained decoding) ----------------
+def test_json_is_extracted_from_prose_replies() -> None:
+    with CannedServer(contents=['Sure. ```json\n{"city": "Paris", "population": 2100000}\n``` Anything else?']) as srv:
+        client = fast_client(srv.api_base, structured="text")
+        reply = client.complete([{"role": "user", "content": "city?"}], schema=Answer, max_tokens=50)
+    assert reply.mode == "text"
+    assert reply.parsed == Answer(city="Paris", population=2100000)
+
+
+def test_reply_without_json_is_a_parse_error() -> None:
+    with CannedServer(contents=["I would rather not answer in JSON."]) as srv:
+        client = fast_client(srv.api_base)
+        with pytest.raises(LLMError) as err:
+            client.complete([{"role": "user", "content": "city?"}], schema=Answer, max_tokens=50)
+    assert err.value.kind == "parse" and err.value.text == "I would rather not answer in JSON."
+    assert srv.hits == 1  # a parse error is not retried: the same prompt would fail the same way
