@@ -59,11 +59,14 @@ def make_forecaster(name: str, store: "Store | None" = None, device: str | None 
                     api_base: str | None = None, exclude_task: str | None = None) -> Forecaster:
     """``learned`` trains on the store's measured pairs (uninformative until it has enough data)."""
     if name == "learned":
-        from agents.learned_forecaster import LearnedForecaster
+        from agents.learned_forecaster import LearnedForecaster, training_set
 
         if store is None:
             return UninformativeForecaster("learned forecaster without a store")
-        return LearnedForecaster.from_store(store, device=device, exclude_task=exclude_task)
+        data = training_set(store.measured_pairs(device=device, sizes="full"), hardware=store.devices())
+        if exclude_task is not None:
+            data = data.subset([t != exclude_task for t in data.tasks])
+        return LearnedForecaster().fit(data)
     if name == "llm":
         from agents.llm_forecaster import LLMForecaster
 

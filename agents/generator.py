@@ -100,6 +100,7 @@ class ProposalReport:
     skipped_measured: int = 0  # template points not proposed because the store has them measured
     calls: int = 0  # model calls (LLM generators)
     rounds: int = 0
+    feedback_sent: list[str] = field(default_factory=list)  # the feedback lines the last round's prompt showed
     errors: list[str] = field(default_factory=list)
     empty_reason: str = ""
 
@@ -306,7 +307,9 @@ class Validator:
 
             if nvcc_available():
                 ok, log = compile_check(c.source, c.build_options)
-                return (None, "compiles (nvcc)") if ok else (Reason.compile_error, f"{Status.compile_error.value}: {log}")
+                if ok:
+                    return None, "compiles (nvcc)"
+                return Reason.compile_error, f"{Status.compile_error.value}: {log}"
         return None, "signature and geometry ok (not compiled)"
 
 

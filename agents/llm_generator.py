@@ -180,7 +180,7 @@ def to_candidate(item: Any, task: Task, parent: Candidate, generator: str) -> Ca
     source = fenced.group(1) if fenced else source
     global_size = _exprs(item.get("global_size"))
     if not global_size:
-        return "candidate has no 'global_size' (a list of 1-3 expressions)"
+        return "candidate has no usable 'global_size' (a list of 1-3 non-empty expressions)"
     local_raw = item.get("local_size")
     local_size = None if local_raw in (None, [], "", "null") else _exprs(local_raw)
     if local_raw not in (None, [], "", "null") and not local_size:
@@ -247,6 +247,7 @@ class LLMGenerator:
                 break
             k = min(want, self.max_per_call)
             report.rounds += 1
+            report.feedback_sent = list(context.feedback)
             reply = self._ask(task, parent, context, k, round_no, report)
             if reply is None:
                 break

@@ -17,6 +17,7 @@ Every proposal passes :class:`agents.generator.Validator` before it is returned.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import re
 from collections.abc import Callable, Iterator
@@ -61,7 +62,8 @@ def _cuda_global_index_patterns() -> re.Pattern[str]:
     forms = []
     for d in "xyz":
         b, t, n, g = (rf"{name}\.{d}" for name in ("blockIdx", "threadIdx", "blockDim", "gridDim"))
-        forms += [rf"{b}\*{n}\+{t}", rf"{n}\*{b}\+{t}", rf"{t}\+{b}\*{n}", rf"{t}\+{n}\*{b}", rf"{g}\*{n}", rf"{n}\*{g}"]
+        forms += [rf"{b}\*{n}\+{t}", rf"{n}\*{b}\+{t}", rf"{t}\+{b}\*{n}", rf"{t}\+{n}\*{b}",
+                  rf"{g}\*{n}", rf"{n}\*{g}"]
     # not preceded by an operator binding tighter than + (or by -), not followed by one
     return re.compile(r"(?<![-*/%\w.])(?:" + "|".join(forms) + r")(?![*/%\w.])")
 
@@ -160,8 +162,9 @@ def active_lines(source: str) -> list[bool]:
             elif word == "define" and active:
                 name, _, value = rest.partition(" ")
                 if re.fullmatch(r"[A-Za-z_]\w*", name):
+                    known = {k: v for k, v in defines.items() if v is not None}
                     try:
-                        defines[name] = evaluate(value.strip() or "1", {k: v for k, v in defines.items() if v is not None})
+                        defines[name] = evaluate(value.strip() or "1", known)
                     except (ExpressionError, ZeroDivisionError, TypeError):
                         defines[name] = None
         out.append(active)
@@ -213,7 +216,8 @@ def local_size_choices(task: Task, candidate: Candidate, max_wg: int, rng: rando
     globals_ = []
     for which in ("small", "full"):
         try:
-            globals_.append([evaluate_int(e, task.sizes(which)) for e in candidate.global_size])  # type: ignore[arg-type]
+            sizes = task.sizes(which)  # type: ignore[arg-type]
+            globals_.append([evaluate_int(e, sizes) for e in candidate.global_size])
         except (ExpressionError, ZeroDivisionError, ValueError):
             return []
     dims = len(candidate.global_size)
@@ -222,17 +226,10 @@ def local_size_choices(task: Task, candidate: Candidate, max_wg: int, rng: rando
     else:
         shapes = [(x, y, *([1] * (dims - 2))) for x in LOCAL_X for y in LOCAL_Y if 32 <= x * y]
     current = [str(e).replace(" ", "") for e in candidate.local_size or []]
-    valid = [s for s in shapes if _product(s) <= max_wg and all(g % l == 0 for glob in globals_ for g, l in zip(glob, s))
-             and [str(v) for v in s] != current]
+    valid = [s for s in shapes if math.prod(s) <= max_wg and [str(v) for v in s] != current
+             and all(g % l == 0 for glob in globals_ for g, l in zip(glob, s))]
     rng.shuffle(valid)
-    return [[str(v) for v in s] for s in sorted(valid[:MAX_LOCAL_CHOICES], key=lambda s: (_product(s), s))]
-
-
-def _product(shape: tuple[int, ...]) -> int:
-    out = 1
-    for v in shape:
-        out *= v
-    return out
+    return [[str(v) for v in s] for s in sorted(valid[:MAX_LOCAL_CHOICES], key=lambda s: (math.prod(s), s))]
 
 
 def generic_edits(task: Task, candidate: Candidate, max_wg: int, rng: random.Random) -> list[Edit]:
@@ -352,6 +349,7 @@ class OfflineGenerator:
     name = "offline"
 
     def __init__(self, worker: "MeasurementWorker | None" = None, max_tries: int | None = None) -> None:
+        """``max_tries`` bounds the non-duplicate proposals validated per call (default 8 n + 64)."""
         self.worker = worker
         self.max_tries = max_tries
         self.last_report = ProposalReport(generator=self.name)
@@ -362,16 +360,19 @@ class OfflineGenerator:
         rng = random.Random(f"{context.seed}:{parent.hash}")
         max_tries = self.max_tries or 8 * n + 64
         accepted: list[Candidate] = []
-        tries = 0
-        stream = self._stream(task, parent, context, rng, report)
-        for candidate in stream:
-            if len(accepted) >= n or tries >= max_tries:
+        if n <= 0:
+            return accepted
+        capped = False
+        for candidate in self._stream(task, parent, context, rng, report):
+            capped = report.proposed - report.duplicates >= max_tries  # duplicates are cheap; compiles are not
+            if capped:
                 break
-            tries += 1
             if validator.check(candidate):
                 accepted.append(candidate)
-        if not accepted and n > 0:
-            report.empty_reason = self._why_empty(task, parent, report, tries >= max_tries)
+                if len(accepted) == n:
+                    break
+        if not accepted:
+            report.empty_reason = self._why_empty(task, parent, report, capped)
         return accepted
 
     def _stream(self, task: Task, parent: Candidate, context: GenerationContext, rng: random.Random,
@@ -410,9 +411,10 @@ class OfflineGenerator:
     @staticmethod
     def _why_empty(task: Task, parent: Candidate, report: ProposalReport, capped: bool) -> str:
         if capped:
-            return f"stopped after {report.proposed} tries without a valid proposal ({report.summary()})"
+            return f"stopped after {report.proposed} tries without a valid proposal"
         what = ("task has no tunable template" if task.spec.template is None
                 else f"every valid template point near or far from the parent is measured or known "
                      f"({report.skipped_measured} measured skipped)")
-        return (f"nothing left to propose for {task.name!r} from parent {parent.short}: {what}, and all "
-                f"{report.proposed} generic variations are known or invalid")
+        rejected = ", ".join(f"{k} {v}" for k, v in report.rejected.most_common()) or "none"
+        return (f"nothing left to propose for {task.name!r} from parent {parent.short}: {what}, and every "
+                f"generic variation is known or invalid (rejected: {rejected})")

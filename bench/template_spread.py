@@ -56,6 +56,11 @@ def pick_points(task: Task, count: int, seed: int) -> list[dict[str, Any]]:
     return picked
 
 
+def short_flag(flag: str) -> str:
+    """'noisy: CV ref 12% ...' -> 'noisy'."""
+    return flag.split(":", 1)[0]
+
+
 def fmt_point(point: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in point.items())
 
@@ -95,9 +100,9 @@ def main() -> int:
                 speed = f"{m.speedup:.2f}x" if m.speedup is not None else "-"
                 if m.speedup is not None:
                     speedups.append(m.speedup)
-                status = m.status.value + (" (" + "; ".join(m.flags) + ")" if m.flags else "")
-                if m.status.value != "correct":
-                    status += ": " + m.reason.splitlines()[0][:80] if m.reason else ""
+                status = m.status.value + (" [" + ",".join(short_flag(f) for f in m.flags) + "]" if m.flags else "")
+                if m.status.value != "correct" and m.reason:
+                    status += ": " + m.reason.splitlines()[0][:60]
                 table.add_row(name if i == 0 else "", str(len(task.param_space())) if i == 0 else "", ref_ms,
                               fmt_point(point), status, cand_ms, speed)
                 console.print(f"{name}: {fmt_point(point)} -> {m.status.value} {speed}", highlight=False)

@@ -25,6 +25,8 @@ class RunConfig(BaseModel):
     max_device_seconds: float | None = Field(None, description="optional wall-clock budget of measurements")
     reserve_fraction: float | None = Field(None, ge=0.0, le=0.9, description="budget kept to verify accepted nodes")
     puct_c: float = 1.0
+    training_db: str | None = Field(None, description="store the learned forecaster trains on (default: the run's)")
+    leave_task_out: bool = Field(False, description="train the learned forecaster without this task's data")
 
     @property
     def n_children(self) -> int:

@@ -81,6 +81,7 @@ class SearchNodes:
             return {}
         ref = self.ctx.task.reference()
         self.ctx.store.upsert_task(self.ctx.task)
+        self.ctx.store.upsert_device(self.ctx.hardware)
         self.ctx.store.add_candidate(ref)
         root = new_node(ref, None, 0, 0, outcome="root")
         self.ctx.emit("start", {"config": self.ctx.config.model_dump(), "device": self.ctx.hardware.key})

@@ -57,21 +57,46 @@ def rank_priors(expected: dict[str, float]) -> dict[str, float]:
     return {h: v / total for h, v in raw.items()}
 
 
-def scores(nodes: dict[str, NodeRecord], c: float = 1.0) -> dict[str, float]:
-    q = subtree_q(nodes)
-    scale = reward_scale(nodes)
-    total = sum(n["visits"] for n in nodes.values())
-    out = {}
-    for key, node in nodes.items():
-        if node["outcome"] not in EXPANDABLE or node["exhausted"]:
-            continue
-        out[key] = q.get(key, 0.0) + c * scale * node["prior"] * math.sqrt(1 + total) / (1 + node["visits"])
-    return out
+def _bonus(node: NodeRecord, c: float, scale: float, total: int) -> float:
+    return c * scale * node["prior"] * math.sqrt(1 + total) / (1 + node["visits"])
 
 
 def select(nodes: dict[str, NodeRecord], c: float = 1.0) -> str | None:
-    """The node to expand next (ties broken by insertion order), or None when nothing is expandable."""
-    ranked = scores(nodes, c)
-    if not ranked:
+    """Descend from the root: at each node either expand it (scored by its own reward) or move to the
+    child whose subtree scores best by PUCT. None when nothing is expandable."""
+    q = subtree_q(nodes)
+    scale = reward_scale(nodes)
+    total = sum(n["visits"] for n in nodes.values())
+    children: dict[str | None, list[str]] = {}
+    for key, node in nodes.items():
+        children.setdefault(node["parent"], []).append(key)
+    roots = [k for k, n in nodes.items() if n["parent"] is None]
+    if not roots:
         return None
-    return max(ranked, key=lambda k: ranked[k])
+    cursor = roots[0]
+    while True:
+        node = nodes[cursor]
+        options: list[tuple[float, str, bool]] = []
+        if node["outcome"] in EXPANDABLE and not node["exhausted"]:
+            own = reward(node) or 0.0
+            options.append((own + _bonus(node, c, scale, total), cursor, True))
+        for child in children.get(cursor, []):
+            if child in q and _has_expandable(child, nodes, children):
+                options.append((q[child] + _bonus(nodes[child], c, scale, total), child, False))
+        if not options:
+            return None
+        _, choice, stay = max(options, key=lambda o: o[0])
+        if stay:
+            return choice
+        cursor = choice
+
+
+def _has_expandable(key: str, nodes: dict[str, NodeRecord], children: dict[str | None, list[str]]) -> bool:
+    stack = [key]
+    while stack:
+        k = stack.pop()
+        n = nodes[k]
+        if n["outcome"] in EXPANDABLE and not n["exhausted"]:
+            return True
+        stack.extend(children.get(k, []))
+    return False

@@ -20,13 +20,13 @@ class RunError(RuntimeError):
 
 
 def _context(run_id: str, config: RunConfig, store: Store, home: Path, worker: MeasurementWorker,
-             on_event: ProgressCallback | None, measure_timeout_s: float, api_base: str | None,
-             exclude_task_from_training: bool) -> RunContext:
+             on_event: ProgressCallback | None, measure_timeout_s: float, api_base: str | None) -> RunContext:
     task = resolve_task(config.task)
     hardware = worker.hardware_spec()
     generator = make_generator(config.generator, worker=worker, model=config.model, api_base=api_base)
-    forecaster = make_forecaster(config.forecaster, store=store, device=hardware.key, model=config.model,
-                                 api_base=api_base, exclude_task=task.name if exclude_task_from_training else None)
+    training = Store(config.training_db) if config.training_db else store
+    forecaster = make_forecaster(config.forecaster, store=training, device=hardware.key, model=config.model,
+                                 api_base=api_base, exclude_task=task.name if config.leave_task_out else None)
     return RunContext(run_id=run_id, config=config, task=task, store=store, worker=worker, generator=generator,
                       forecaster=forecaster, hardware=hardware, folder=home / "runs" / run_id,
                       measure_config=MeasureConfig(sizes=config.sizes, timeout_s=measure_timeout_s), on_event=on_event)
@@ -34,7 +34,7 @@ def _context(run_id: str, config: RunConfig, store: Store, home: Path, worker: M
 
 def start_run(config: RunConfig, store: Store, home: Path, *, on_event: ProgressCallback | None = None,
               measure_timeout_s: float = 120.0, api_base: str | None = None, run_id: str | None = None,
-              exclude_task_from_training: bool = False) -> RunResult:
+              ) -> RunResult:
     task = resolve_task(config.task)  # fail fast on an unknown task, before a run row exists
     backend = "cuda" if task.language == "cuda" else config.backend
     config = config.model_copy(update={"task": str(task.path) if not _is_builtin(config.task) else config.task,
@@ -43,8 +43,7 @@ def start_run(config: RunConfig, store: Store, home: Path, *, on_event: Progress
         hardware = worker.hardware_spec()
         run_id = store.create_run(task.name, hardware.key, config.model_dump(), config.budget, run_id=run_id)
         store.update_run(run_id, folder=str(home / "runs" / run_id))
-        ctx = _context(run_id, config, store, home, worker, on_event, measure_timeout_s, api_base,
-                       exclude_task_from_training)
+        ctx = _context(run_id, config, store, home, worker, on_event, measure_timeout_s, api_base)
         return execute(ctx, home / "checkpoints.db")
 
 
@@ -55,7 +54,7 @@ def resume_run(run_id: str, store: Store, home: Path, *, on_event: ProgressCallb
         raise RunError(f"no run with id {run_id!r} (see `kernelcast runs`)")
     config = RunConfig.model_validate(row["config"])
     with MeasurementWorker(config.backend, config.device) as worker:
-        ctx = _context(row["id"], config, store, home, worker, on_event, measure_timeout_s, api_base, False)
+        ctx = _context(row["id"], config, store, home, worker, on_event, measure_timeout_s, api_base)
         store.update_run(row["id"], status="running")
         return execute(ctx, home / "checkpoints.db", resume=True)
 

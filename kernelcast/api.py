@@ -52,12 +52,13 @@ def measure(task: str | Path | Task, candidate: Candidate | str | Path | None = 
     cand = make_candidate(task_obj, candidate, params)
     cfg = config or MeasureConfig(sizes=sizes, timeout_s=settings.measure_timeout_s)
     own_worker = worker is None
-    worker = worker or MeasurementWorker(backend or _backend_for(task_obj), device or settings.device)
+    worker = worker or MeasurementWorker(backend or backend_for(task_obj), device or settings.device)
     own_store = store is None
     store = store or open_store()
     try:
         result = worker.measure(task_obj, cand, cfg)
         store.upsert_task(task_obj)
+        store.upsert_device(worker.hardware_spec())
         store.add_candidate(cand)
         store.add_measurement(result)
         return result
@@ -73,7 +74,7 @@ def hardware(backend: str = "opencl", device: str | None = None) -> HardwareSpec
         return worker.hardware_spec()
 
 
-def _backend_for(task: Task) -> str:
+def backend_for(task: Task) -> str:
     return "cuda" if task.language == "cuda" else get_settings().backend
 
 

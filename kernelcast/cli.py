@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from kernelcast.commands import dataset, measure, optimize, tasks
+from kernelcast.commands import dataset, measure, optimize, propose, tasks
 from kernelcast.logs import configure_logging
 from kernelcast.settings import get_settings
 
@@ -18,6 +18,7 @@ app.add_typer(tasks.app, name="tasks")
 app.add_typer(dataset.app, name="dataset")
 app.registered_commands += measure.app.registered_commands
 app.registered_commands += optimize.app.registered_commands
+app.registered_commands += propose.app.registered_commands
 
 
 @app.callback()

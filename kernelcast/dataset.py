@@ -51,6 +51,7 @@ def build_dataset(tasks: Iterable[Task], store: Store, worker: MeasurementWorker
     plan: list[tuple[Task, Candidate]] = []
     for task in tasks:
         store.upsert_task(task)
+        store.upsert_device(worker.hardware_spec())
         done = {m.candidate_hash for m in store.measurements(task=task.name, device=device, sizes=config.sizes)}
         plan += [(task, c) for c in candidate_pool(task, per_task, seed, worker) if c.hash not in done]
     if limit is not None:

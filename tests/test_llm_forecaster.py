@@ -164,7 +164,7 @@ def test_a_bug_in_prompt_building_still_returns_failed_forecasts(task: Task, vec
 @pytest.mark.llm
 def test_real_model_json_forecast_is_valid_or_counted(llm_server: LlamaServer, task: Task, vec4: Candidate) -> None:
     client = LLMClient(llm_server.model, api_base=llm_server.api_base, timeout_s=120)
-    forecaster = LLMForecaster(client, max_tokens=160)
+    forecaster = LLMForecaster(client, max_tokens=128)
     f = forecaster.forecast(task, vec4, CPU)
     check_accounted(f, forecaster)
     assert forecaster.stats.calls == 1

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 import sqlite_utils
 
 from tools.candidate import Candidate
-from tools.measurement import Measurement
+from tools.measurement import HardwareSpec, Measurement
 from tools.task import Task
 
 SCHEMA_VERSION = 1
@@ -64,6 +64,7 @@ class Store:
                 raise StoreError(f"database schema version {row[0]} is newer than this kernelcast ({SCHEMA_VERSION})")
             db["tasks"].create({"name": str, "path": str, "language": str, "spec": str, "source_hash": str,
                                 "updated_at": str}, pk="name", if_not_exists=True)
+            db["devices"].create({"key": str, "spec": str, "updated_at": str}, pk="key", if_not_exists=True)
             db["candidates"].create({"hash": str, "task": str, "source": str, "global_size": str, "local_size": str,
                                      "build_options": str, "params": str, "parent": str, "intent": str,
                                      "generator": str, "created_at": str}, pk="hash", if_not_exists=True)
@@ -100,6 +101,14 @@ class Store:
                                      "spec": task.spec.model_dump_json(by_alias=True),
                                      "source_hash": hashlib.sha256(task.source.encode()).hexdigest()[:16],
                                      "updated_at": _now()}, pk="name")
+
+    def upsert_device(self, spec: HardwareSpec) -> None:
+        """Remember a device's spec so forecasters trained later see the hardware of each measurement."""
+        with self.db.conn:
+            self.db["devices"].upsert({"key": spec.key, "spec": spec.model_dump_json(), "updated_at": _now()}, pk="key")
+
+    def devices(self) -> dict[str, HardwareSpec]:
+        return {r["key"]: HardwareSpec.model_validate_json(r["spec"]) for r in self.db["devices"].rows}
 
     def add_candidate(self, candidate: Candidate) -> str:
         """Insert once by content hash (first parent/intent wins); returns the hash."""

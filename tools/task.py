@@ -175,6 +175,7 @@ class Task:
         self.path = path
         self.source = source
         self.template_source = template_source
+        self._space: list[dict[str, Any]] | None = None
 
     @property
     def name(self) -> str:
@@ -205,12 +206,15 @@ class Task:
 
     # ---- tunable template -------------------------------------------------
     def param_space(self) -> list[dict[str, Any]]:
-        """Every template point that satisfies the constraints at both size sets."""
+        """Every template point that satisfies the constraints at both size sets (computed once)."""
         if self.spec.template is None:
             return []
+        if self._space is not None:
+            return [dict(p) for p in self._space]
         keys = list(self.spec.template.params)
         points = [dict(zip(keys, combo)) for combo in itertools.product(*(self.spec.template.params[k] for k in keys))]
-        return [p for p in points if self.is_valid_point(p)]
+        self._space = [p for p in points if self.is_valid_point(p)]
+        return [dict(p) for p in self._space]
 
     def is_valid_point(self, params: dict[str, Any]) -> bool:
         tmpl = self.spec.template

@@ -336,11 +336,15 @@ class CudaRunner(Runner):
         if any(g > lim > 0 for g, lim in zip(grid, limits)):
             raise DeviceRuntimeError(f"grid {grid} exceeds the device limits {limits} (global {global_size}, "
                                      f"block {block})")
-        params = [np.uintp(a.ptr) if isinstance(a, _Buf) else _scalar(a) for a in args]
+        # an explicit struct format per launch: pycuda's implicit packing memoizes argument tuples
+        # globally, and equal numpy scalars of different dtypes (int32 2 == float32 2.0) share an entry
+        fmt = "".join("P" if isinstance(a, _Buf) else _scalar(a).dtype.char for a in args)
+        values = [a.ptr if isinstance(a, _Buf) else a for a in args]
         try:
+            kernel.function.prepare(fmt)
             start, end = drv.Event(), drv.Event()
             start.record()
-            kernel.function(*params, block=block, grid=grid)
+            kernel.function.prepared_call(grid, block, *values)
             end.record()
             end.synchronize()
             return float(end.time_since(start)) * 1e6

@@ -1,0 +1,209 @@
+"""Static features of a (task, candidate, hardware) triple for the learned forecaster.
+
+Cheap text statistics of the reference and candidate kernels (global loads and
+stores, arithmetic, loops, barriers, local memory, vector width), their
+deltas, the launch geometry, template parameters, the task's work estimate and
+the device's numbers. Features are a flat ``dict[str, float]`` so tasks with
+different template parameters share one model (a DictVectorizer aligns them;
+unseen names are ignored, missing ones read as 0).
+
+Counting is by regular expression on normalized source, not a compiler: the
+point is a fast, stable signal (thousands of candidates per second), not an
+exact instruction count.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tools.candidate import Candidate, SignatureError, _entry_params, normalize_source
+from tools.expr import ExpressionError, evaluate, evaluate_int
+from tools.measurement import HardwareSpec
+from tools.task import Task
+
+Features = dict[str, float]
+
+_PATTERNS: dict[str, re.Pattern[str]] = {
+    "loops": re.compile(r"\b(?:for|while)\s*\("),
+    "branches": re.compile(r"\bif\s*\(|\?"),
+    "barriers": re.compile(r"\b(?:barrier|work_group_barrier|__syncthreads|mem_fence|__syncwarp)\s*\("),
+    "local_mem": re.compile(r"\b(?:__local|local|__shared__)\b"),
+    "unroll": re.compile(r"#pragma\s+unroll"),
+    "atomics": re.compile(r"\batom(?:ic)?_?[a-zA-Z]*\s*\("),
+    "math_calls": re.compile(r"\b(?:native_|half_)?(?:sqrt|rsqrt|exp|exp2|log|log2|sin|cos|tan|pow|powr|tanh|erf)\s*\("),
+    "fma": re.compile(r"\b(?:fma|mad|__fmaf_rn|fmaf)\s*\("),
+    "vloads": re.compile(r"\bvload(?:2|3|4|8|16)\s*\("),
+    "vstores": re.compile(r"\bvstore(?:2|3|4|8|16)\s*\("),
+    "arith": re.compile(r"(?<![+\-*/=<>!&|^%])[+\-*/%](?![+\-=>/*])"),
+}
+_VECTOR_WIDTH = re.compile(r"\b(?:float|double|half|u?int|u?char|u?short|u?long)(2|3|4|8|16)\b|\bv(?:load|store)(2|3|4|8|16)\b")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+SOURCE_KEYS = (*_PATTERNS, "global_loads", "global_stores", "vector_width", "lines", "log2_chars")
+
+
+def _global_pointers(source: str, entry: str, language: str) -> list[str]:
+    """Names of the kernel's global pointer arguments (all pointer arguments in CUDA)."""
+    try:
+        params = _entry_params(source, entry, language)
+    except SignatureError:
+        return []
+    names = []
+    for raw in params.split(","):
+        if "*" not in raw or re.search(r"\b(?:__local|local|__constant|constant)\b", raw):
+            continue
+        idents = _IDENT.findall(raw)
+        if idents:
+            names.append(idents[-1])
+    return names
+
+
+@functools.lru_cache(maxsize=4096)
+def source_features(source: str, entry: str, language: str = "opencl") -> tuple[tuple[str, float], ...]:
+    """Counts for one kernel source (cached: references and repeated candidates are free)."""
+    text = normalize_source(source)
+    out = {key: float(len(pattern.findall(text))) for key, pattern in _PATTERNS.items()}
+    loads = stores = 0
+    for name in _global_pointers(source, entry, language):
+        accesses = len(re.findall(rf"\b{re.escape(name)}\s*\[", text))
+        plain_stores = len(re.findall(rf"\b{re.escape(name)}\s*\[[^\]]*\]\s*=(?!=)", text))
+        compound = len(re.findall(rf"\b{re.escape(name)}\s*\[[^\]]*\]\s*[+\-*/]=", text))
+        loads += accesses - plain_stores
+        stores += plain_stores + compound
+    out["global_loads"] = float(loads) + out["vloads"]
+    out["global_stores"] = float(stores) + out["vstores"]
+    widths = [int(a or b) for a, b in _VECTOR_WIDTH.findall(text)]
+    out["vector_width"] = float(max(widths, default=1))
+    out["lines"] = float(text.count(";") + text.count("\n") + 1)
+    out["log2_chars"] = math.log2(len(text) + 1)
+    return tuple(out.items())
+
+
+def _resolve(exprs: list[str] | None, names: Mapping[str, int]) -> int | None:
+    """Product of the geometry expressions at these sizes; None if absent or not evaluable."""
+    return _resolve_cached(tuple(exprs), tuple(sorted(names.items()))) if exprs else None
+
+
+@functools.lru_cache(maxsize=8192)
+def _resolve_cached(exprs: tuple[str, ...], names: tuple[tuple[str, int], ...]) -> int | None:
+    try:
+        return math.prod(evaluate_int(e, dict(names)) for e in exprs)
+    except (ExpressionError, ZeroDivisionError, ValueError):
+        return None
+
+
+def _log2(x: float | None) -> float:
+    return math.log2(x) if x and x > 0 else 0.0
+
+
+def geometry_features(candidate: Candidate, sizes: Mapping[str, int], prefix: str) -> Features:
+    work_items = _resolve(candidate.global_size, sizes)
+    group = _resolve(candidate.local_size, sizes)
+    return {
+        f"{prefix}.log2_work_items": _log2(work_items),
+        f"{prefix}.log2_work_group": _log2(group),
+        f"{prefix}.work_group_by_runtime": float(group is None),
+    }
+
+
+def task_features(task: Task, sizes: Mapping[str, int]) -> Features:
+    out: Features = {"task.cuda": float(task.language == "cuda"),
+                     "task.log2_size": _log2(max(sizes.values(), default=0))}
+    try:
+        flops = float(evaluate(task.spec.flops, dict(sizes))) if task.spec.flops else 0.0
+        moved = float(evaluate(task.spec.bytes, dict(sizes))) if task.spec.bytes else 0.0
+    except (ExpressionError, ZeroDivisionError):
+        return out
+    out["task.log2_flops"] = _log2(flops)
+    out["task.log2_bytes"] = _log2(moved)
+    if flops and moved:
+        out["task.log2_intensity"] = math.log2(flops / moved)
+    return out
+
+
+def hardware_features(hw: HardwareSpec | None) -> Features:
+    if hw is None:
+        return {}
+    return {
+        "hw.cpu": float("CPU" in hw.device_type.upper()),
+        "hw.compute_units": float(hw.compute_units),
+        "hw.clock_ghz": hw.clock_mhz / 1000.0,
+        "hw.log2_global_mem": _log2(hw.global_mem_bytes),
+        "hw.log2_local_mem": _log2(hw.local_mem_bytes),
+        "hw.log2_cache": _log2(hw.global_cache_bytes),
+        "hw.log2_max_work_group": _log2(hw.max_work_group_size),
+        "hw.preferred_vector_width": float(hw.preferred_vector_width_float),
+        "hw.native_vector_width": float(hw.native_vector_width_float),
+    }
+
+
+def _param_value(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)) and math.isfinite(v):
+        return _log2(v) if v > 0 else float(v)
+    return None
+
+
+def param_features(task: Task, candidate: Candidate) -> Features:
+    """Template parameters (log2 of positive numbers) and their deltas vs the template default."""
+    out: Features = {}
+    default = (task.spec.template.default or {}) if task.spec.template else {}
+    for key, value in (candidate.params or {}).items():
+        v = _param_value(value)
+        if v is None:
+            continue
+        out[f"param.{key}"] = v
+        d = _param_value(default.get(key))
+        if d is not None:
+            out[f"param_delta.{key}"] = v - d
+    return out
+
+
+@dataclass(frozen=True)
+class Context:
+    """What all candidates of one (task, hardware) share, computed once per batch."""
+
+    task: Task
+    sizes: dict[str, int]
+    reference: dict[str, float]
+    shared: Features  # reference geometry, task and hardware features
+
+
+def context(task: Task, hardware: HardwareSpec | None) -> Context:
+    sizes = task.sizes("full")
+    shared = geometry_features(task.reference(), sizes, "ref")
+    shared.update(task_features(task, sizes))
+    shared.update(hardware_features(hardware))
+    return Context(task, sizes, dict(source_features(task.source, task.spec.entry, task.language)), shared)
+
+
+def candidate_features(ctx: Context, candidate: Candidate) -> Features:
+    """All features of one candidate: reference, candidate, deltas, geometry, params, task, device."""
+    task = ctx.task
+    cand = dict(source_features(candidate.source, task.spec.entry, task.language))
+    out: Features = dict(ctx.shared)
+    for key in SOURCE_KEYS:
+        out[f"ref.{key}"] = ctx.reference[key]
+        out[f"cand.{key}"] = cand[key]
+        out[f"delta.{key}"] = cand[key] - ctx.reference[key]
+    out.update(geometry_features(candidate, ctx.sizes, "cand"))
+    for key in ("log2_work_items", "log2_work_group"):
+        out[f"delta.{key}"] = out[f"cand.{key}"] - out[f"ref.{key}"]
+    options = " ".join(candidate.build_options)
+    out["opt.fast_math"] = float("fast-relaxed-math" in options or "use_fast_math" in options)
+    out["opt.count"] = float(len(candidate.build_options))
+    out.update(param_features(task, candidate))
+    if "hw.compute_units" in out:
+        out["fit.vector_vs_preferred"] = out["cand.vector_width"] / max(out["hw.preferred_vector_width"], 1.0)
+        out["fit.log2_items_per_unit"] = out["cand.log2_work_items"] - _log2(max(out["hw.compute_units"], 1.0))
+    return out
+
+
+def features(task: Task, candidate: Candidate, hardware: HardwareSpec | None) -> Features:
+    """Features of one candidate (batch callers build :func:`context` once and use :func:`candidate_features`)."""
+    return candidate_features(context(task, hardware), candidate)

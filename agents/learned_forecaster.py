@@ -1,0 +1,279 @@
+"""The offline default forecaster: a scikit-learn classifier over bins, trained on measured pairs.
+
+It needs no network and no API key. Trained on the store's (candidate,
+measurement) pairs, with static features from :mod:`agents.features`, it is
+calibrated post hoc by temperature fitted on out-of-fold predictions. Until it
+has ``min_samples`` correct measurements it answers uninformative forecasts,
+so every candidate is deferred to the hardware (as Ansor does before its cost
+model has data). Save/load use joblib (a pickle: load only files you trust).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import joblib
+import numpy as np
+from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.feature_extraction import DictVectorizer
+from sklearn.model_selection import KFold, StratifiedKFold
+
+from agents.bins import LOG_BIN_CENTERS, NUM_BINS
+from agents.calibration import Calibrator
+from agents.features import Context, Features, candidate_features, context
+from agents.forecast import Forecast, Provenance
+from agents.scoring import ScoreSummary, recovered_speedup, summarize
+from tools.candidate import Candidate
+from tools.measurement import HardwareSpec, Measurement
+from tools.task import Task, TaskError, resolve_task
+
+MIN_SAMPLES = 100
+SMOOTHING = 0.01  # mixed-in uniform mass: a bin never seen in training is unlikely, not impossible
+SAVE_FORMAT = 1
+TaskLookup = Callable[[str], Task] | Mapping[str, Task]
+
+
+class MeasuredPairs(Protocol):
+    """The part of ``tools.store.Store`` training needs (agents only reads data through it)."""
+
+    def measured_pairs(self, device: str | None = None, sizes: str = "full") -> list[tuple[Candidate, Measurement]]: ...
+
+
+# ---- training data --------------------------------------------------------------------
+@dataclass
+class TrainingSet:
+    """Feature dicts with their measured bins (1..8), task names and speedups."""
+
+    features: list[Features] = field(default_factory=list)
+    bins: list[int] = field(default_factory=list)
+    tasks: list[str] = field(default_factory=list)
+    speedups: list[float] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+
+    def __len__(self) -> int:
+        return len(self.bins)
+
+    def subset(self, mask: Sequence[bool] | np.ndarray) -> "TrainingSet":
+        keep = [i for i, m in enumerate(mask) if m]
+        return TrainingSet([self.features[i] for i in keep], [self.bins[i] for i in keep],
+                           [self.tasks[i] for i in keep], [self.speedups[i] for i in keep])
+
+
+def training_set(pairs: Iterable[tuple[Candidate, Measurement]], tasks: TaskLookup = resolve_task,
+                 hardware: Mapping[str, HardwareSpec] | None = None) -> TrainingSet:
+    """Featurize measured pairs; failed measurements (bin 0) and unknown tasks are counted and skipped.
+
+    ``hardware`` maps a measurement's device key to its spec; without it the
+    device features are absent (read as 0) for that device.
+    """
+    lookup = tasks.__getitem__ if isinstance(tasks, Mapping) else tasks
+    data = TrainingSet()
+    contexts: dict[tuple[str, str], Context | None] = {}
+    for candidate, m in pairs:
+        true_bin = m.bin()
+        if true_bin == 0:
+            data.skipped["failed measurement"] += 1
+            continue
+        key = (m.task, m.device)
+        if key not in contexts:
+            try:
+                contexts[key] = context(lookup(m.task), (hardware or {}).get(m.device))
+            except (TaskError, KeyError):
+                contexts[key] = None
+        ctx = contexts[key]
+        if ctx is None:
+            data.skipped["unknown task"] += 1
+            continue
+        data.features.append(candidate_features(ctx, candidate))
+        data.bins.append(true_bin)
+        data.tasks.append(m.task)
+        data.speedups.append(float(m.speedup or 0.0))
+    return data
+
+
+# ---- the forecaster ----------------------------------------------------------------------
+class LearnedForecaster:
+    """Gradient-boosted trees over static features, temperature-calibrated, uninformative until trained."""
+
+    name = "learned"
+
+    def __init__(self, min_samples: int = MIN_SAMPLES, calibrate: bool = True, n_folds: int = 5,
+                 random_state: int = 0, max_iter: int = 100) -> None:
+        self.min_samples = min_samples
+        self.calibrate = calibrate
+        self.n_folds = n_folds
+        self.random_state = random_state
+        self.max_iter = max_iter
+        self.vectorizer: DictVectorizer | None = None
+        self.model: HistGradientBoostingClassifier | None = None
+        self.calibrator: Calibrator | None = None
+        self.n_train = 0
+
+    @property
+    def trained(self) -> bool:
+        return self.model is not None
+
+    @property
+    def model_name(self) -> str:
+        cal = f", {self.calibrator.description}" if self.calibrator else ""
+        return f"hist-gradient-boosting (n={self.n_train}{cal})"
+
+    # ---- training ---------------------------------------------------------------------
+    @classmethod
+    def from_store(cls, store: MeasuredPairs, device: str | None = None, tasks: TaskLookup = resolve_task,
+                   hardware: Mapping[str, HardwareSpec] | None = None, **kwargs: Any) -> "LearnedForecaster":
+        """Train on every latest full-size measurement in the store (optionally one device)."""
+        return cls(**kwargs).fit(training_set(store.measured_pairs(device=device, sizes="full"), tasks, hardware))
+
+    def fit(self, data: TrainingSet) -> "LearnedForecaster":
+        """Train (or stay untrained below ``min_samples``); calibration uses out-of-fold predictions."""
+        self.n_train = len(data)
+        self.vectorizer = self.model = self.calibrator = None
+        if len(data) < self.min_samples:
+            return self
+        y = np.asarray(data.bins)
+        if self.calibrate:
+            oof = self._out_of_fold(data.features, y)
+            self.calibrator = Calibrator.fit(oof, y)
+        self.vectorizer, self.model = self._train(data.features, y)
+        return self
+
+    def _train(self, feats: Sequence[Features], y: np.ndarray) -> tuple[DictVectorizer, HistGradientBoostingClassifier]:
+        vectorizer = DictVectorizer(sparse=False)
+        X = vectorizer.fit_transform(feats)
+        model = HistGradientBoostingClassifier(max_iter=self.max_iter, learning_rate=0.1, max_leaf_nodes=15,
+                                               min_samples_leaf=5, l2_regularization=1.0, early_stopping=False,
+                                               random_state=self.random_state)
+        model.fit(X, y)
+        return vectorizer, model
+
+    def _out_of_fold(self, feats: Sequence[Features], y: np.ndarray) -> np.ndarray:
+        counts = Counter(y.tolist())
+        splitter = (StratifiedKFold if min(counts.values()) >= self.n_folds else KFold)(
+            n_splits=self.n_folds, shuffle=True, random_state=self.random_state)
+        oof = np.zeros((len(y), NUM_BINS))
+        for train, test in splitter.split(np.zeros(len(y)), y):
+            vectorizer, model = self._train([feats[i] for i in train], y[train])
+            oof[test] = _raw_proba(model, vectorizer.transform([feats[i] for i in test]))
+        return oof
+
+    # ---- forecasting -----------------------------------------------------------------
+    def predict_proba(self, feats: Sequence[Features]) -> np.ndarray:
+        """Calibrated (N, 8) distributions for feature dicts (requires a trained model)."""
+        if self.model is None or self.vectorizer is None:
+            raise RuntimeError(f"learned forecaster is untrained ({self.n_train} < {self.min_samples} pairs)")
+        probs = _raw_proba(self.model, self.vectorizer.transform(feats))
+        return self.calibrator.transform(probs) if self.calibrator else probs
+
+    def forecast(self, task: Task, candidate: Candidate, hardware: HardwareSpec) -> Forecast:
+        return self.forecast_many(task, [candidate], hardware)[0]
+
+    def forecast_many(self, task: Task, candidates: Sequence[Candidate], hardware: HardwareSpec) -> list[Forecast]:
+        """Batch forecasts (one feature context, one model call); never raises."""
+        if not candidates:
+            return []
+        if not self.trained:
+            reason = f"untrained: {self.n_train} measured pairs, needs {self.min_samples}"
+            return [Forecast.uninformative(reason, forecaster=self.name, mode="learned").for_candidate(task, c)
+                    for c in candidates]
+        start = time.perf_counter()
+        try:
+            ctx = context(task, hardware)
+            probs = self.predict_proba([candidate_features(ctx, c) for c in candidates])
+        except Exception as exc:  # noqa: BLE001 - a broken feature or model must defer, not crash a search
+            reason = f"internal: {type(exc).__name__}: {exc}"
+            return [Forecast.uninformative(reason, forecaster=self.name, model=self.model_name, mode="learned")
+                    .for_candidate(task, c) for c in candidates]
+        per_item = (time.perf_counter() - start) / len(candidates)
+        prov = Provenance(forecaster=self.name, model=self.model_name, mode="learned", latency_s=per_item,
+                          calibration=self.calibrator.description if self.calibrator else None)
+        return [Forecast.from_probabilities(p, prov).for_candidate(task, c) for p, c in zip(probs, candidates)]
+
+    # ---- persistence -----------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        joblib.dump({"format": SAVE_FORMAT, "params": self._params(), "n_train": self.n_train,
+                     "vectorizer": self.vectorizer, "model": self.model, "calibrator": self.calibrator}, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "LearnedForecaster":
+        state = joblib.load(Path(path))
+        if not isinstance(state, dict) or state.get("format") != SAVE_FORMAT:
+            raise ValueError(f"{path}: not a kernelcast learned-forecaster file (format {SAVE_FORMAT})")
+        out = cls(**state["params"])
+        out.n_train, out.vectorizer, out.model, out.calibrator = (state["n_train"], state["vectorizer"],
+                                                                  state["model"], state["calibrator"])
+        return out
+
+    def _params(self) -> dict[str, Any]:
+        return {"min_samples": self.min_samples, "calibrate": self.calibrate, "n_folds": self.n_folds,
+                "random_state": self.random_state, "max_iter": self.max_iter}
+
+
+def _raw_proba(model: HistGradientBoostingClassifier, X: np.ndarray) -> np.ndarray:
+    """Model probabilities spread onto all 8 bins (unseen classes get 0), then smoothed."""
+    out = np.zeros((X.shape[0], NUM_BINS))
+    out[:, np.asarray(model.classes_, dtype=int) - 1] = model.predict_proba(X)
+    return (1 - SMOOTHING) * out + SMOOTHING / NUM_BINS
+
+
+# ---- evaluation ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LeaveTaskOutReport:
+    """Scores of forecasts for each task by a model trained on the other tasks."""
+
+    per_task: dict[str, ScoreSummary]
+    overall: ScoreSummary
+    recovered: dict[float, float]  # k% -> mean over tasks of best-found / best-in-pool
+    uninformative_tasks: list[str]  # tasks whose training folds were below min_samples
+
+
+def leave_task_out(data: TrainingSet, ks: Sequence[float] = (10.0, 50.0), **params: Any) -> LeaveTaskOutReport:
+    """Train on all tasks but one, forecast that one; repeat for each task.
+
+    This measures what matters for a new kernel: generalization across tasks.
+    Folds with too little training data forecast uniformly (as deployed).
+    """
+    names = sorted(set(data.tasks))
+    if len(names) < 2:
+        raise ValueError("leave-task-out evaluation needs measured pairs from at least two tasks")
+    tasks = np.asarray(data.tasks)
+    probs = np.zeros((len(data), NUM_BINS))
+    per_task, uninformative, recovered = {}, [], {k: [] for k in ks}
+    for name in names:
+        held = tasks == name
+        model = LearnedForecaster(**params).fit(data.subset(~held))
+        held_feats = [f for f, h in zip(data.features, held) if h]
+        if model.trained:
+            probs[held] = model.predict_proba(held_feats)
+        else:
+            probs[held] = 1.0 / NUM_BINS
+            uninformative.append(name)
+        y = np.asarray(data.bins)[held]
+        per_task[name] = summarize(probs[held], y)
+        speeds = np.asarray(data.speedups)[held]
+        for k in ks:
+            recovered[k].append(recovered_speedup(probs[held] @ LOG_BIN_CENTERS, speeds, k))
+    overall = summarize(probs, data.bins)
+    return LeaveTaskOutReport(per_task, overall, {k: float(np.mean(v)) for k, v in recovered.items()}, uninformative)
+
+
+def forecasts_per_second(forecaster: LearnedForecaster, task: Task, candidates: Sequence[Candidate],
+                         hardware: HardwareSpec) -> float:
+    """Batch throughput, for benchmarks and the >= 2000/s requirement."""
+    start = time.perf_counter()
+    forecaster.forecast_many(task, candidates, hardware)
+    return len(candidates) / max(time.perf_counter() - start, 1e-9)
+
+
+__all__ = ["LearnedForecaster", "LeaveTaskOutReport", "MeasuredPairs", "TrainingSet", "forecasts_per_second",
+           "leave_task_out", "training_set", "MIN_SAMPLES"]
+_ = math  # math is used by type checkers in annotations of helpers above; keep import explicit
