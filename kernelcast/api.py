@@ -13,6 +13,7 @@ from tools.task import Task, resolve_task
 from tools.worker import MeasurementWorker
 
 if TYPE_CHECKING:
+    from agents.forecast import Forecast
     from graphs.result import RunResult
 
 
@@ -114,3 +115,43 @@ def resume(run_id: str, *, store: Store | None = None, on_event: Any = None) -> 
     finally:
         if own:
             store.close()
+
+
+def forecast(task: str | Path | Task, candidate: Candidate | str | Path | None = None,
+             params: dict[str, Any] | None = None, *, forecaster: str = "learned", model: str | None = None,
+             device: str | None = None, store: Store | None = None, hardware_spec: HardwareSpec | None = None,
+             record: bool = True) -> "Forecast":
+    """Forecast a candidate's speedup distribution without measuring it (and record the forecast)."""
+    from agents.factory import make_forecaster
+
+    settings = get_settings()
+    task_obj = as_task(task)
+    cand = make_candidate(task_obj, candidate, params)
+    own = store is None
+    store = store or open_store()
+    try:
+        spec = hardware_spec or _known_hardware(store, backend_for(task_obj), device or settings.device)
+        agent = make_forecaster(forecaster, store=store, device=spec.key, model=model or settings.model,
+                                api_base=settings.api_base)
+        result = agent.forecast(task_obj, cand, spec)
+        if record:
+            store.upsert_task(task_obj)
+            store.add_candidate(cand)
+            prov = result.provenance
+            store.add_forecast(task_obj.name, cand.hash, spec.key, prov.forecaster, prov.model or "",
+                               list(result.probabilities), result.predicted_bin, result.confidence, result.failed,
+                               result.reasoning, prov.model_dump())
+        return result
+    finally:
+        if own:
+            store.close()
+
+
+def _known_hardware(store: Store, backend: str, device: str | None) -> HardwareSpec:
+    """The device's spec, from the store when it was seen before (no worker start needed)."""
+    known = [s for s in store.devices().values() if s.backend == backend]
+    if device is None and len(known) == 1:
+        return known[0]
+    spec = hardware(backend, device)
+    store.upsert_device(spec)
+    return spec

@@ -1,0 +1,219 @@
+"""The paper's end-to-end experiment: selective vs topk vs measure-all at the same hardware budget.
+
+For each task: the same seed and budget for every router, each in a fresh run store (so no router
+benefits from another's measurements); the learned forecaster is trained on a dataset store
+(`kernelcast dataset build`) with the task itself left out. Afterwards a sample of the selective
+router's pruned and unverified-accepted candidates is measured outside the budget to estimate how
+often trusting the forecast was right. Memory-bound tasks are compared with a triad kernel's
+bandwidth measured in the same run.
+
+    python bench/router_bench.py --dataset .kernelcast/kernelcast.db --budget 24 --out bench/out/router
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from graphs.config import RunConfig  # noqa: E402
+from graphs.run import start_run  # noqa: E402
+from tools.expr import evaluate  # noqa: E402
+from tools.measurement import MeasureConfig  # noqa: E402
+from tools.store import Store  # noqa: E402
+from tools.task import load_task, resolve_task  # noqa: E402
+from tools.worker import MeasurementWorker  # noqa: E402
+
+ROUTERS = ("measure-all", "topk", "selective")
+DEFAULT_TASKS = "gemm,transpose,reduce_rows,softmax,gemv,stencil2d"
+TRIAD = """__kernel void triad(__global const float4 *a, __global const float4 *b, __global float4 *c,
+                    const float s, const int n)
+{ int i = get_global_id(0); if (i < n) c[i] = a[i] + s * b[i]; }
+"""
+TRIAD_TOML = """name = "triad"
+language = "opencl"
+source = "triad.cl"
+entry = "triad"
+bytes = "12 * N"
+[sizes]
+N = 16777216
+[[args]]
+name = "a"
+dtype = "float32"
+shape = ["N"]
+intent = "in"
+[[args]]
+name = "b"
+dtype = "float32"
+shape = ["N"]
+intent = "in"
+[[args]]
+name = "c"
+dtype = "float32"
+shape = ["N"]
+intent = "out"
+[[args]]
+name = "s"
+kind = "scalar"
+dtype = "float32"
+value = 3.0
+[[args]]
+name = "n"
+kind = "scalar"
+dtype = "int32"
+value = "N / 4"
+[launch]
+global = ["N / 4"]
+"""
+
+
+def triad_bandwidth(worker: MeasurementWorker, folder: Path) -> float:
+    """GB/s of a float4 triad: the practical memory-bandwidth limit of the device."""
+    (folder / "triad.cl").write_text(TRIAD)
+    (folder / "task.toml").write_text(TRIAD_TOML)
+    task = load_task(folder / "task.toml")
+    m = worker.measure(task, task.reference(), MeasureConfig())
+    assert m.reference is not None, m.reason
+    return float(evaluate(task.spec.bytes or "0", task.sizes())) / m.reference.median_ns
+
+
+def spend_curve(store: Store, run_id: str) -> list[float]:
+    """Best verified speedup after each measurement (1.0 = the reference)."""
+    best, curve = 1.0, []
+    for event in store.events(run_id, kind="spend"):
+        speedup = event["payload"].get("speedup")
+        if speedup and event["payload"].get("status") == "correct":
+            best = max(best, speedup)
+        curve.append(best)
+    return curve
+
+
+def first_reaching(curve: list[float], target: float, tolerance: float) -> int | None:
+    for i, value in enumerate(curve):
+        if value >= target * (1 - tolerance):
+            return i + 1
+    return None
+
+
+def audit(store: Store, run_id: str, worker: MeasurementWorker, task_name: str, sample: int, seed: int
+          ) -> dict[str, tuple[int, int]]:
+    """Measure a sample of trusted decisions outside the budget: (right, checked) for prunes and accepts."""
+    task = resolve_task(task_name)
+    tree = json.loads((Path(store.run(run_id)["folder"]) / "tree.json").read_text())
+    rng = random.Random(seed)
+    out = {}
+    for outcome, right_if in (("pruned", lambda b: 1 <= b <= 4), ("accepted", lambda b: b >= 5)):
+        keys = sorted(k for k, n in tree.items() if n["outcome"] == outcome)
+        rng.shuffle(keys)
+        right = checked = 0
+        for key in keys[:sample]:
+            cand = store.candidate(key)
+            m = worker.measure(task, cand, MeasureConfig())
+            store.add_measurement(m)  # outside the run: no run id, not counted against the budget
+            checked += 1
+            right += bool(right_if(m.bin()))
+        # verified accepts were checked inside the budget already
+        for event in store.events(run_id, kind="verify") if outcome == "accepted" else []:
+            checked += 1
+            right += bool(right_if(event["payload"]["measured_bin"]))
+        out[outcome] = (right, checked)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", default=DEFAULT_TASKS)
+    parser.add_argument("--budget", type=int, default=24)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threshold", type=float, default=0.6)
+    parser.add_argument("--k", type=int, default=4)
+    parser.add_argument("--dataset", default=".kernelcast/kernelcast.db", help="store the forecaster trains on")
+    parser.add_argument("--backend", default="opencl")
+    parser.add_argument("--sizes", default="full")
+    parser.add_argument("--audit", type=int, default=4, help="trusted decisions to check per task")
+    parser.add_argument("--tolerance", type=float, default=0.03, help="noise margin for 'reached the best'")
+    parser.add_argument("--out", default=None, help="folder for runs and results.json")
+    args = parser.parse_args()
+    console = Console()
+    out = Path(args.out or tempfile.mkdtemp(prefix="router-bench-"))
+    out.mkdir(parents=True, exist_ok=True)
+    dataset = str(Path(args.dataset).resolve())
+    if not Path(dataset).exists():
+        console.print(f"[yellow]no dataset at {dataset}: the learned forecaster stays uninformative "
+                      f"(run `kernelcast dataset build` first)[/]")
+    rows, results = [], {}
+    with MeasurementWorker(args.backend) as worker:
+        triad = triad_bandwidth(worker, Path(tempfile.mkdtemp())) if args.backend == "opencl" else None
+        for name in [t.strip() for t in args.tasks.split(",") if t.strip()]:
+            task = resolve_task(name)
+            per = {}
+            for router in ROUTERS:
+                home = out / name / router
+                store = Store(home / "kernelcast.db")
+                config = RunConfig(task=name, budget=args.budget, router=router, threshold=args.threshold,  # type: ignore[arg-type]
+                                   measure_per_round=args.k, seed=args.seed, sizes=args.sizes,  # type: ignore[arg-type]
+                                   forecaster="learned", training_db=dataset, leave_task_out=True,
+                                   backend=args.backend)
+                console.print(f"[bold]{name}[/] {router} ...")
+                result = start_run(config, store, home)
+                curve = spend_curve(store, result.run_id)
+                best_m = store.measurements(run_id=result.run_id, candidate_hash=result.best_hash or "")
+                per[router] = {"result": result, "curve": curve, "store": store,
+                               "best_ns": best_m[0].candidate.median_ns if best_m and best_m[0].candidate else None}
+            target = per["measure-all"]["curve"][-1] if per["measure-all"]["curve"] else 1.0
+            sel = per["selective"]
+            checks = audit(sel["store"], sel["result"].run_id, worker, name, args.audit, args.seed)
+            bw = None
+            if triad and task.spec.bytes and sel["best_ns"] and "memory-bound" in task.spec.tags:
+                best_ns = min(p["best_ns"] for p in per.values() if p["best_ns"])
+                bw = float(evaluate(task.spec.bytes, task.sizes())) / best_ns / triad
+            row = {"task": name, "triad_fraction": bw, "checks": checks}
+            for router in ROUTERS:
+                r = per[router]["result"]
+                row[router] = {"best": r.best_speedup or 1.0, "spent": r.spent, "considered": r.considered,
+                               "to_target": first_reaching(per[router]["curve"], target, args.tolerance),
+                               "to_own_best": r.measurements_to_best, "counts": r.counts, "run": r.run_id}
+            rows.append(row)
+            results[name] = row
+            (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    table = Table(title=f"routers at budget {args.budget} (seed {args.seed}, threshold {args.threshold}, "
+                        f"k {args.k}; forecaster trained leave-task-out)")
+    for col in ("task", "measure-all best", "topk best", "selective best", "sel / MA",
+                "meas. to MA best (MA / topk / sel)", "considered per meas. (sel)", "accepted / pruned (sel)",
+                "trusted right: pruned / accepted", "% of triad BW"):
+        table.add_column(col)
+    wins, fractions, per_meas = 0, [], []
+    for row in rows:
+        ma, tk, se = row["measure-all"], row["topk"], row["selective"]
+        ratio = se["best"] / ma["best"]
+        wins += ratio >= 1 - args.tolerance
+        if se["to_target"]:
+            fractions.append(se["to_target"] / args.budget)
+        per_meas.append(se["considered"] / max(1, se["spent"]))
+        pr, ac = row["checks"]["pruned"], row["checks"]["accepted"]
+        table.add_row(row["task"], f"{ma['best']:.2f}x", f"{tk['best']:.2f}x", f"{se['best']:.2f}x", f"{ratio:.2f}",
+                      " / ".join(str(x["to_target"] or "-") for x in (ma, tk, se)),
+                      f"{se['considered'] / max(1, se['spent']):.1f}",
+                      f"{se['counts'].get('accepted', 0) + se['counts'].get('verified', 0)} / {se['counts'].get('pruned', 0)}",
+                      f"{pr[0]}/{pr[1]} / {ac[0]}/{ac[1]}",
+                      f"{100 * row['triad_fraction']:.0f}%" if row["triad_fraction"] else "-")
+    console.print(table)
+    console.print(f"selective wins or ties measure-all (within {args.tolerance:.0%}) on {wins} of {len(rows)} tasks; "
+                  f"median fraction of the budget to reach measure-all's best: "
+                  f"{statistics.median(fractions):.0%}" if fractions else "n/a")
+    console.print(f"median candidates considered per measurement (selective): {statistics.median(per_meas):.1f}"
+                  + (f"; triad bandwidth {triad:.1f} GB/s" if triad else ""))
+    console.print(f"runs and results.json in {out}")
+
+
+if __name__ == "__main__":
+    main()
