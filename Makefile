@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 run: setup
-	$(VENV)/bin/kernelcast measure $(TASK)
+	$(VENV)/bin/kernelcast optimize $(TASK) --budget $(BUDGET)
 
 test: setup
 	$(PY) -m pytest -q

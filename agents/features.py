@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tools.candidate import Candidate, SignatureError, _entry_params, normalize_source
+from tools.candidate import Candidate, SignatureError, entry_parameters, normalize_source
 from tools.expr import ExpressionError, evaluate, evaluate_int
 from tools.measurement import HardwareSpec
 from tools.task import Task
@@ -49,7 +49,7 @@ SOURCE_KEYS = (*_PATTERNS, "global_loads", "global_stores", "vector_width", "lin
 def _global_pointers(source: str, entry: str, language: str) -> list[str]:
     """Names of the kernel's global pointer arguments (all pointer arguments in CUDA)."""
     try:
-        params = _entry_params(source, entry, language)
+        params = entry_parameters(source, entry, language)
     except SignatureError:
         return []
     names = []
@@ -62,9 +62,22 @@ def _global_pointers(source: str, entry: str, language: str) -> list[str]:
     return names
 
 
-@functools.lru_cache(maxsize=4096)
+_DEFINE_PREFIX = re.compile(r"(?:[ \t]*#define[ \t]+[A-Za-z_]\w*[ \t]+[-+.\w]+[ \t]*\n)+")
+
+
 def source_features(source: str, entry: str, language: str = "opencl") -> tuple[tuple[str, float], ...]:
-    """Counts for one kernel source (cached: references and repeated candidates are free)."""
+    """Counts for one kernel source.
+
+    A leading block of ``#define NAME value`` lines (how template points are
+    made) is split off first, so all points of a template share one cached
+    analysis of the body; their values reach the model as parameter features.
+    """
+    prefix = _DEFINE_PREFIX.match(source)
+    return _body_features(source[prefix.end():] if prefix else source, entry, language)
+
+
+@functools.lru_cache(maxsize=4096)
+def _body_features(source: str, entry: str, language: str) -> tuple[tuple[str, float], ...]:
     text = normalize_source(source)
     out = {key: float(len(pattern.findall(text))) for key, pattern in _PATTERNS.items()}
     loads = stores = 0

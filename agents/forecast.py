@@ -121,6 +121,7 @@ class Forecast(BaseModel):
         return self.model_copy(update={"task": name, "candidate_hash": candidate.hash})
 
 
+
 @runtime_checkable
 class Forecaster(Protocol):
     """Anything that turns (task, candidate, hardware) into a Forecast and never raises for a bad model."""

@@ -10,7 +10,6 @@ model has data). Save/load use joblib (a pickle: load only files you trust).
 
 from __future__ import annotations
 
-import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -20,7 +19,7 @@ from typing import Any, Protocol
 
 import joblib
 import numpy as np
-from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.ensemble import RandomForestClassifier
 from sklearn.feature_extraction import DictVectorizer
 from sklearn.model_selection import KFold, StratifiedKFold
 
@@ -99,19 +98,19 @@ def training_set(pairs: Iterable[tuple[Candidate, Measurement]], tasks: TaskLook
 
 # ---- the forecaster ----------------------------------------------------------------------
 class LearnedForecaster:
-    """Gradient-boosted trees over static features, temperature-calibrated, uninformative until trained."""
+    """A random forest over static features, temperature-calibrated, uninformative until trained."""
 
     name = "learned"
 
     def __init__(self, min_samples: int = MIN_SAMPLES, calibrate: bool = True, n_folds: int = 5,
-                 random_state: int = 0, max_iter: int = 100) -> None:
+                 random_state: int = 0, n_estimators: int = 200) -> None:
         self.min_samples = min_samples
         self.calibrate = calibrate
         self.n_folds = n_folds
         self.random_state = random_state
-        self.max_iter = max_iter
+        self.n_estimators = n_estimators
         self.vectorizer: DictVectorizer | None = None
-        self.model: HistGradientBoostingClassifier | None = None
+        self.model: RandomForestClassifier | None = None
         self.calibrator: Calibrator | None = None
         self.n_train = 0
 
@@ -122,13 +121,18 @@ class LearnedForecaster:
     @property
     def model_name(self) -> str:
         cal = f", {self.calibrator.description}" if self.calibrator else ""
-        return f"hist-gradient-boosting (n={self.n_train}{cal})"
+        return f"random-forest (n={self.n_train}{cal})"
 
     # ---- training ---------------------------------------------------------------------
     @classmethod
     def from_store(cls, store: MeasuredPairs, device: str | None = None, tasks: TaskLookup = resolve_task,
                    hardware: Mapping[str, HardwareSpec] | None = None, **kwargs: Any) -> "LearnedForecaster":
-        """Train on every latest full-size measurement in the store (optionally one device)."""
+        """Train on every latest full-size measurement in the store (optionally one device).
+
+        Device specs come from ``hardware`` or else the store's own device table.
+        """
+        if hardware is None and hasattr(store, "devices"):
+            hardware = store.devices()
         return cls(**kwargs).fit(training_set(store.measured_pairs(device=device, sizes="full"), tasks, hardware))
 
     def fit(self, data: TrainingSet) -> "LearnedForecaster":
@@ -144,12 +148,12 @@ class LearnedForecaster:
         self.vectorizer, self.model = self._train(data.features, y)
         return self
 
-    def _train(self, feats: Sequence[Features], y: np.ndarray) -> tuple[DictVectorizer, HistGradientBoostingClassifier]:
+    def _train(self, feats: Sequence[Features], y: np.ndarray) -> tuple[DictVectorizer, RandomForestClassifier]:
         vectorizer = DictVectorizer(sparse=False)
         X = vectorizer.fit_transform(feats)
-        model = HistGradientBoostingClassifier(max_iter=self.max_iter, learning_rate=0.1, max_leaf_nodes=15,
-                                               min_samples_leaf=5, l2_regularization=1.0, early_stopping=False,
-                                               random_state=self.random_state)
+        # one thread on purpose: OpenMP/joblib pools oversubscribe small shared machines badly
+        model = RandomForestClassifier(n_estimators=self.n_estimators, min_samples_leaf=2, max_features="sqrt",
+                                       n_jobs=1, random_state=self.random_state)
         model.fit(X, y)
         return vectorizer, model
 
@@ -160,7 +164,7 @@ class LearnedForecaster:
         oof = np.zeros((len(y), NUM_BINS))
         for train, test in splitter.split(np.zeros(len(y)), y):
             vectorizer, model = self._train([feats[i] for i in train], y[train])
-            oof[test] = _raw_proba(model, vectorizer.transform([feats[i] for i in test]))
+            oof[test] = _raw_proba(model, _vectorize(vectorizer, [feats[i] for i in test]))
         return oof
 
     # ---- forecasting -----------------------------------------------------------------
@@ -168,7 +172,7 @@ class LearnedForecaster:
         """Calibrated (N, 8) distributions for feature dicts (requires a trained model)."""
         if self.model is None or self.vectorizer is None:
             raise RuntimeError(f"learned forecaster is untrained ({self.n_train} < {self.min_samples} pairs)")
-        probs = _raw_proba(self.model, self.vectorizer.transform(feats))
+        probs = _raw_proba(self.model, _vectorize(self.vectorizer, feats))
         return self.calibrator.transform(probs) if self.calibrator else probs
 
     def forecast(self, task: Task, candidate: Candidate, hardware: HardwareSpec) -> Forecast:
@@ -193,7 +197,8 @@ class LearnedForecaster:
         per_item = (time.perf_counter() - start) / len(candidates)
         prov = Provenance(forecaster=self.name, model=self.model_name, mode="learned", latency_s=per_item,
                           calibration=self.calibrator.description if self.calibrator else None)
-        return [Forecast.from_probabilities(p, prov).for_candidate(task, c) for p, c in zip(probs, candidates)]
+        return [Forecast.from_probabilities(p, prov, task=task.name, candidate_hash=c.hash)
+                for p, c in zip(probs, candidates)]
 
     # ---- persistence -----------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
@@ -215,10 +220,29 @@ class LearnedForecaster:
 
     def _params(self) -> dict[str, Any]:
         return {"min_samples": self.min_samples, "calibrate": self.calibrate, "n_folds": self.n_folds,
-                "random_state": self.random_state, "max_iter": self.max_iter}
+                "random_state": self.random_state, "n_estimators": self.n_estimators}
 
 
-def _raw_proba(model: HistGradientBoostingClassifier, X: np.ndarray) -> np.ndarray:
+def _vectorize(vectorizer: DictVectorizer, feats: Sequence[Features]) -> np.ndarray:
+    """DictVectorizer.transform, fast for batches: rows with the same keys share one column lookup.
+
+    Candidates of one task have identical feature names, so the per-key
+    Python loop of DictVectorizer runs once per key set instead of per row.
+    """
+    vocab: dict[str, int] = vectorizer.vocabulary_
+    X = np.zeros((len(feats), len(vocab)))
+    layouts: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
+    for i, f in enumerate(feats):
+        keys = tuple(f)
+        if keys not in layouts:
+            known = [(k, vocab[name]) for k, name in enumerate(keys) if name in vocab]
+            layouts[keys] = (np.array([k for k, _ in known], dtype=int), np.array([c for _, c in known], dtype=int))
+        src, dst = layouts[keys]
+        X[i, dst] = np.fromiter(f.values(), dtype=np.float64, count=len(keys))[src]
+    return X
+
+
+def _raw_proba(model: RandomForestClassifier, X: np.ndarray) -> np.ndarray:
     """Model probabilities spread onto all 8 bins (unseen classes get 0), then smoothed."""
     out = np.zeros((X.shape[0], NUM_BINS))
     out[:, np.asarray(model.classes_, dtype=int) - 1] = model.predict_proba(X)
@@ -276,4 +300,3 @@ def forecasts_per_second(forecaster: LearnedForecaster, task: Task, candidates: 
 
 __all__ = ["LearnedForecaster", "LeaveTaskOutReport", "MeasuredPairs", "TrainingSet", "forecasts_per_second",
            "leave_task_out", "training_set", "MIN_SAMPLES"]
-_ = math  # math is used by type checkers in annotations of helpers above; keep import explicit

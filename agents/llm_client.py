@@ -55,8 +55,8 @@ class LLMError(RuntimeError):
 class Usage:
     """Running totals for one client (thread-safe through the client's lock)."""
 
-    calls: int = 0  # complete() calls that got a reply
-    errors: int = 0  # complete() calls that raised LLMError
+    calls: int = 0  # complete() calls that returned a usable reply
+    errors: int = 0  # complete() calls that raised LLMError (tokens of unusable replies still count)
     attempts: int = 0  # HTTP requests, retries included
     retries: int = 0
     prompt_tokens: int = 0
@@ -106,7 +106,7 @@ def is_retryable(exc: BaseException) -> bool:
     return False
 
 
-def _litellm() -> Any:
+def load_litellm() -> Any:
     """Import litellm lazily and offline: by default it fetches a price list from the network at import."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
@@ -257,10 +257,15 @@ class LLMClient:
                         break
                     except LLMError as exc:
                         attempts += exc.attempts
-                        if not (mode in ("json_schema", "tool") and _format_rejected(exc) and self._downgrade(mode)):
-                            exc.attempts = attempts
-                            raise
+                        if mode in ("json_schema", "tool") and _format_rejected(exc):
+                            self._downgrade(mode)
+                            continue
+                        exc.attempts = attempts
+                        raise
             completion = self._completion(response, time.perf_counter() - start, attempts, mode or "plain")
+            with self._lock:  # tokens were spent even if the reply turns out unusable
+                self.usage.prompt_tokens += completion.prompt_tokens
+                self.usage.completion_tokens += completion.completion_tokens
             if schema is not None or wire_schema is not None:
                 self._parse(completion, response, schema)
         except LLMError as exc:
@@ -271,8 +276,6 @@ class LLMClient:
             raise
         with self._lock:
             self.usage.calls += 1
-            self.usage.prompt_tokens += completion.prompt_tokens
-            self.usage.completion_tokens += completion.completion_tokens
             self.usage.latency_s += completion.latency_s
         return completion
 
@@ -291,12 +294,11 @@ class LLMClient:
             return list(pool.map(one, requests))
 
     # ---- internals ----------------------------------------------------------
-    def _downgrade(self, failed: StructuredMode) -> bool:
-        """Move to the next structured-output mode after the server rejected ``failed``."""
+    def _downgrade(self, failed: StructuredMode) -> None:
+        """Move to the next structured-output mode after the server rejected ``failed`` (kept for later calls)."""
         with self._lock:
             if self.structured == failed:
                 self.structured = STRUCTURED_FALLBACK[STRUCTURED_FALLBACK.index(failed) + 1]
-        return True
 
     @staticmethod
     def _with_structure(request: dict[str, Any], mode: StructuredMode | None, wire_schema: dict[str, Any] | None,
@@ -313,7 +315,7 @@ class LLMClient:
 
     def _send(self, request: dict[str, Any]) -> tuple[Any, int]:
         """POST with tenacity retries; returns (response, attempts) or raises LLMError."""
-        litellm = _litellm()
+        litellm = load_litellm()
         retryer = Retrying(
             stop=stop_after_attempt(self.max_retries + 1),
             wait=wait_exponential(multiplier=self.backoff_s, max=self.backoff_max_s),

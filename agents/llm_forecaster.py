@@ -84,7 +84,7 @@ def device_guide(hardware: HardwareSpec) -> str:
     return load_prompt("guide_cpu" if is_cpu else "guide_gpu").template.strip()
 
 
-def _launch(global_size: Sequence[str | int], local_size: Sequence[str | int] | None, sizes: dict[str, int]) -> str:
+def launch_text(global_size: Sequence[str | int], local_size: Sequence[str | int] | None, sizes: dict[str, int]) -> str:
     def show(exprs: Sequence[str | int]) -> str:
         text = ", ".join(str(e) for e in exprs)
         try:
@@ -97,7 +97,7 @@ def _launch(global_size: Sequence[str | int], local_size: Sequence[str | int] | 
     return f"global {show(global_size)}, local {local}"
 
 
-def _work_estimate(task: Task, sizes: dict[str, int]) -> str:
+def work_estimate(task: Task, sizes: dict[str, int]) -> str:
     try:
         flops = float(evaluate(task.spec.flops, sizes)) if task.spec.flops else None
         moved = float(evaluate(task.spec.bytes, sizes)) if task.spec.bytes else None
@@ -113,7 +113,7 @@ def _work_estimate(task: Task, sizes: dict[str, int]) -> str:
     return ("Work per launch: " + ", ".join(parts) + ".") if parts else ""
 
 
-def _clip(source: str, limit: int) -> str:
+def clip_source(source: str, limit: int) -> str:
     return source if len(source) <= limit else source[:limit] + f"\n/* ... {len(source) - limit} more characters */"
 
 
@@ -128,16 +128,16 @@ def build_prompt(task: Task, candidate: Candidate, hardware: HardwareSpec, mode:
         task_name=task.name,
         task_description=task.spec.description or "(no description)",
         sizes=", ".join(f"{k} = {v}" for k, v in sizes.items()),
-        work_estimate=_work_estimate(task, sizes),
+        work_estimate=work_estimate(task, sizes),
         hardware=hardware.summary(),
         guide=device_guide(hardware),
-        reference_launch=_launch(reference.global_size, reference.local_size, sizes),
-        reference_source=_clip(task.source.strip(), max_source_chars),
-        candidate_launch=_launch(candidate.global_size, candidate.local_size, sizes),
+        reference_launch=launch_text(reference.global_size, reference.local_size, sizes),
+        reference_source=clip_source(task.source.strip(), max_source_chars),
+        candidate_launch=launch_text(candidate.global_size, candidate.local_size, sizes),
         build_options=" ".join(candidate.build_options) or "(none)",
         params=", ".join(f"{k}={v}" for k, v in (candidate.params or {}).items()) or "(none)",
         intent=candidate.intent or "(not stated)",
-        candidate_source=_clip(candidate.source.strip(), max_source_chars),
+        candidate_source=clip_source(candidate.source.strip(), max_source_chars),
         answer=load_prompt("answer_json" if mode == "json" else "answer_digit").template.strip(),
     )
 
@@ -202,14 +202,27 @@ class LLMForecaster:
         return self.forecast_many(task, [candidate], hardware)[0]
 
     def forecast_many(self, task: Task, candidates: Sequence[Candidate], hardware: HardwareSpec) -> list[Forecast]:
-        """Forecasts in order, the model calls running concurrently (up to the client's limit)."""
+        """Forecasts in order, the model calls running concurrently (up to the client's limit).
+
+        Failures stay with their candidate: a prompt that cannot be built or a
+        call that fails yields that candidate's uninformative forecast only.
+        """
+        replies: list[Completion | LLMError | Exception | None] = [None] * len(candidates)
+        prompts: dict[int, Messages] = {}
+        for i, candidate in enumerate(candidates):
+            try:
+                prompts[i] = self.messages(task, candidate, hardware)
+            except Exception as exc:  # noqa: BLE001 - a bug here must still not take down the search
+                log.exception("forecast_prompt_failed", forecaster=self.name)
+                replies[i] = exc
         try:
-            messages = [self.messages(task, c, hardware) for c in candidates]
-            replies: list[Completion | LLMError | Exception] = list(self.client.complete_many(messages, **self._call_kwargs()))
-        except Exception as exc:  # noqa: BLE001 - a bug here must still not take down the search
-            log.exception("forecast_setup_failed", forecaster=self.name)
-            replies = [exc] * len(candidates)
-        return [self._to_forecast(reply).for_candidate(task, c) for reply, c in zip(replies, candidates)]
+            answered = self.client.complete_many(list(prompts.values()), **self._call_kwargs())
+        except Exception as exc:  # noqa: BLE001
+            log.exception("forecast_calls_failed", forecaster=self.name)
+            answered = [exc] * len(prompts)
+        for i, reply in zip(prompts, answered):
+            replies[i] = reply
+        return [_stamped(self._to_forecast(reply), task, c) for reply, c in zip(replies, candidates)]
 
     def messages(self, task: Task, candidate: Candidate, hardware: HardwareSpec) -> Messages:
         prompt = build_prompt(task, candidate, hardware, self.mode, self.max_source_chars)
@@ -223,7 +236,7 @@ class LLMForecaster:
         return {"schema": ForecastReply, "json_schema": REPLY_SCHEMA, "max_tokens": self.max_tokens,
                 "temperature": self.temperature}
 
-    def _to_forecast(self, reply: Completion | LLMError | Exception) -> Forecast:
+    def _to_forecast(self, reply: Completion | LLMError | Exception | None) -> Forecast:
         try:
             if isinstance(reply, LLMError):
                 return self._failed(reply.kind, str(reply), latency_s=reply.latency_s)
@@ -273,6 +286,15 @@ class LLMForecaster:
         log.warning("forecast_failed", forecaster=self.name, kind=kind, reason=reason[:300])
         return Forecast.uninformative(f"{kind}: {reason}" if not reason.startswith(kind) else reason,
                                       forecaster=self.name, model=self.client.model, mode=self.mode, **cost)
+
+
+def _stamped(forecast: Forecast, task: Task, candidate: Candidate) -> Forecast:
+    """The forecast keyed to its candidate; a candidate too broken to hash keeps only the task name."""
+    try:
+        return forecast.for_candidate(task, candidate)
+    except Exception:  # noqa: BLE001 - never raise into the caller
+        log.exception("forecast_stamp_failed")
+        return forecast.model_copy(update={"task": task.name})
 
 
 def _digit(text: str) -> int | None:

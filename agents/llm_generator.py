@@ -20,7 +20,7 @@ import structlog
 from agents.dedup import Deduplicator
 from agents.generator import GenerationContext, ProposalReport, Reason, Validator
 from agents.llm_client import LLMClient, LLMError, Messages
-from agents.llm_forecaster import _clip, _launch, _work_estimate, device_guide, load_prompt
+from agents.llm_forecaster import clip_source, device_guide, launch_text, load_prompt, work_estimate
 from tools.candidate import Candidate
 from tools.task import BufferArg, Task
 
@@ -80,10 +80,10 @@ def _best(task: Task, parent: Candidate, context: GenerationContext, max_source_
     for i, (cand, speedup) in enumerate(context.best, 1):
         mark = " (this is the parent)" if cand.hash == parent.hash else ""
         lines.append(f"{i}. {speedup:.3g}x{mark}: {cand.intent or 'no intent'}; "
-                     f"{_launch(cand.global_size, cand.local_size, sizes)}")
+                     f"{launch_text(cand.global_size, cand.local_size, sizes)}")
     top, _ = context.best[0]
     if top.hash != parent.hash:
-        lines.append(f"\nSource of the best kernel:\n```\n{_clip(top.source.strip(), max_source_chars // 2)}\n```")
+        lines.append(f"\nSource of the best kernel:\n```\n{clip_source(top.source.strip(), max_source_chars // 2)}\n```")
     return "\n".join(lines)
 
 
@@ -104,7 +104,7 @@ def build_prompt(task: Task, parent: Candidate, context: GenerationContext, k: i
     ref = task.reference()
     hardware = context.hardware
     parent_source = ("(the same as the reference kernel above)" if parent.hash == ref.hash
-                     else _clip(parent.source.strip(), max_source_chars))
+                     else clip_source(parent.source.strip(), max_source_chars))
     prompt = load_prompt("generate").substitute(
         language="CUDA" if task.language == "cuda" else "OpenCL",
         k=k,
@@ -113,14 +113,14 @@ def build_prompt(task: Task, parent: Candidate, context: GenerationContext, k: i
         args=_args(task),
         sizes=", ".join(f"{n} = {v}" for n, v in sizes.items()),
         small_sizes=", ".join(f"{n} = {v}" for n, v in task.sizes("small").items()),
-        work_estimate=_work_estimate(task, sizes),
+        work_estimate=work_estimate(task, sizes),
         rtol=tol.rtol, atol=tol.atol,
         hardware=hardware.summary() if hardware else "(unknown device)",
         guide=device_guide(hardware) if hardware else "",
         rules=rules,
-        reference_launch=_launch(ref.global_size, ref.local_size, sizes),
-        reference_source=_clip(task.source.strip(), max_source_chars),
-        parent_launch=_launch(parent.global_size, parent.local_size, sizes),
+        reference_launch=launch_text(ref.global_size, ref.local_size, sizes),
+        reference_source=clip_source(task.source.strip(), max_source_chars),
+        parent_launch=launch_text(parent.global_size, parent.local_size, sizes),
         parent_options=" ".join(parent.build_options) or "(none)",
         parent_intent=parent.intent or "(not stated)",
         parent_result=_parent_result(context),

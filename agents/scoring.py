@@ -52,7 +52,7 @@ def nll(probabilities: ArrayLike, true_bin: int, eps: float = 1e-12) -> float:
 
 
 # ---- over a set of forecasts -------------------------------------------------------
-def _bucket_index(confidences: np.ndarray, n_buckets: int) -> np.ndarray:
+def bucket_index(confidences: np.ndarray, n_buckets: int) -> np.ndarray:
     """Equal-width buckets closed on the right: (0, 0.1], (0.1, 0.2], ...; 0 goes to the first."""
     return np.clip(np.ceil(confidences * n_buckets).astype(int) - 1, 0, n_buckets - 1)
 
@@ -65,7 +65,7 @@ def ece(confidences: ArrayLike, correct: ArrayLike, n_buckets: int = 10) -> floa
         raise ValueError("confidences and correct must be 1-D and of equal length")
     if conf.size == 0:
         raise ValueError("ECE of an empty set is undefined")
-    idx = _bucket_index(conf, n_buckets)
+    idx = bucket_index(conf, n_buckets)
     total = 0.0
     for b in range(n_buckets):
         mask = idx == b

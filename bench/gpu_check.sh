@@ -48,6 +48,8 @@ if [ -z "${CUDA_HOME:-}" ]; then
     else
         CUDA_HOME=/usr/local/cuda
     fi
+    # nvcc may be a wrapper script outside the toolkit (e.g. /usr/local/bin/nvcc)
+    [ ! -f "$CUDA_HOME/include/cuda.h" ] && [ -f /usr/local/cuda/include/cuda.h ] && CUDA_HOME=/usr/local/cuda
 fi
 export CUDA_HOME PATH="$CUDA_HOME/bin:$PATH"
 export CPATH="$CUDA_HOME/include${CPATH:+:$CPATH}"
@@ -116,7 +118,7 @@ GPU=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,nohea
     echo "- router benchmark ($TASKS, budget 8): $STATUS_BENCH"
     echo "- wall time: $(( $(date +%s) - START )) s of ${KC_DEADLINE_S:-480} s"
     echo
-    echo "Logs: nvidia-smi.txt, install.log, pytest-gpu.log, devices.json, router_bench.log (where run)."
+    echo "Files: $(cd "$OUT" && ls | grep -v '^summary.md$' | tr '\n' ' ')"
     if [ -f "$OUT/pytest-gpu.log" ]; then
         echo; echo "## GPU test timings"; echo; echo '```'
         grep -E "us, default point|SKIPPED|FAILED|Error" "$OUT/pytest-gpu.log" | head -40

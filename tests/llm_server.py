@@ -93,25 +93,28 @@ class LlamaServer:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"llama.cpp server exited with {self.process.returncode}: {self._log_tail()}")
+                raise RuntimeError(f"llama.cpp server exited with {self.process.returncode}: {self._log_tail()} "
+                                   f"(log: {self.log_path})")
             try:
                 with urllib.request.urlopen(self.api_base + "/models", timeout=2) as resp:
                     if resp.status == 200:
                         return self
             except (urllib.error.URLError, OSError):
                 time.sleep(0.25)
+        tail = self._log_tail()
         self.stop()
-        raise TimeoutError(f"llama.cpp server not ready after {timeout_s:.0f}s: {self._log_tail()}")
+        raise TimeoutError(f"llama.cpp server not ready after {timeout_s:.0f}s: {tail}")
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
+        """Terminate (then kill) the server and remove its log; a failed start keeps the log for reading."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self.log_path.unlink(missing_ok=True)
 
     def _log_tail(self, n: int = 2000) -> str:
         try:

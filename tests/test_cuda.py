@@ -2,9 +2,12 @@
 
 Three layers, so a machine without a GPU still verifies most of it:
 
-* nvcc (no GPU needed) compiles every CUDA reference and template point: all points of the
-  small spaces, a fixed sample of the large GEMM space (``KERNELCAST_CUDA_ALL_POINTS=1``
-  compiles all of them);
+* nvcc (no GPU needed) compiles every CUDA reference and every template point (the 227-point
+  GEMM space: a fixed sample of 64, since ptxas spends ~0.2 s on each large register tile;
+  ``KERNELCAST_CUDA_ALL_POINTS=1`` takes all), several points per translation unit (each in its
+  own namespace, entry renamed, macros undefined after it) because nvcc's fixed cost per
+  invocation dominates small kernels; a failing batch is recompiled point by point so the
+  report names the point and its own log;
 * ``cuda_emu.h`` runs the same kernel sources on the CPU under g++ and compares them with
   independent numpy implementations (tests/numpy_refs_cuda.py);
 * ``@pytest.mark.gpu`` tests measure through ``MeasurementWorker(backend="cuda")`` on a real
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -33,8 +37,9 @@ from tools.task import Task, resolve_task
 from tools.worker import MeasurementWorker, WorkerError
 
 CUDA_TASKS = ["gemm_cuda", "softmax_cuda", "reduce_rows_cuda", "transpose_cuda", "layernorm_cuda"]
-ALL_POINTS = os.environ.get("KERNELCAST_CUDA_ALL_POINTS", "") not in ("", "0")
-NVCC_SAMPLE = 40  # template points compiled per task when its space is larger than this
+ALL_POINTS = os.environ.get("KERNELCAST_CUDA_ALL_POINTS", "") not in ("", "0")  # no sampling anywhere
+NVCC_SAMPLE = 64  # template points compiled per task when its space is larger
+NVCC_BATCH = 32  # template points per nvcc invocation
 EMU_SAMPLE = 5  # template points emulated per task (default point + extremes + random)
 NO_GPU = "no NVIDIA GPU/pycuda on this machine"
 
@@ -85,13 +90,14 @@ def test_numpy_reference_is_independent_and_sane(name: str) -> None:
     out = NUMPY_REFS[name](inputs, sizes)
     m, n = sizes["M"], sizes["N"]
     if name == "softmax_cuda":
-        np.testing.assert_allclose(out["y"].reshape(m, n).sum(axis=1), 1.0, rtol=1e-5)
+        np.testing.assert_allclose(out["Y"].reshape(m, n).sum(axis=1), 1.0, rtol=1e-5)
     elif name == "reduce_rows_cuda":
-        assert out["y"].shape == (m,)
+        assert out["out"].shape == (m,)
+        assert np.isclose(out["out"][3], inputs["A"].reshape(m, n)[3].astype(np.float64).sum(), rtol=1e-6)
     elif name == "transpose_cuda":
-        assert out["out"].reshape(n, m)[3, 5] == inputs["in"].reshape(m, n)[5, 3]
+        assert out["B"].reshape(n, m)[3, 5] == inputs["A"].reshape(m, n)[5, 3]
     elif name == "layernorm_cuda":
-        z = (out["y"].reshape(m, n) - inputs["beta"]) / inputs["gamma"]
+        z = (out["Y"].reshape(m, n) - inputs["beta"]) / inputs["gamma"]
         np.testing.assert_allclose(z.mean(axis=1), 0.0, atol=1e-4)
     elif name == "gemm_cuda":
         a, b = inputs["A"].reshape(m, sizes["K"]), inputs["B"].reshape(sizes["K"], n)
@@ -144,15 +150,56 @@ def test_nvcc_compile_check_returns_the_error() -> None:
     assert not ok and "shared" in log.lower()
 
 
+def batched_source(t: Task, points: list[dict[str, Any]], offset: int) -> str:
+    """Several template points in one translation unit, isolated from each other."""
+    parts = []
+    for i, point in enumerate(points, start=offset):
+        source = t.instantiate(point).source
+        macros = sorted(set(re.findall(r"^\s*#\s*define\s+(\w+)", source, re.M)) | {t.spec.entry})
+        parts.append(f"namespace kc_point{i} {{\n#define {t.spec.entry} {t.spec.entry}_point{i}\n{source}\n}}\n"
+                     + "".join(f"#undef {m}\n" for m in macros))
+    return "\n".join(parts)
+
+
 @needs_nvcc
 @pytest.mark.parametrize("name", CUDA_TASKS)
 def test_nvcc_compiles_reference_and_template_points(name: str) -> None:
     t = task(name)
-    sources = [("reference", t.source)] + [(str(p), t.instantiate(p).source) for p in sample_points(t, NVCC_SAMPLE)]
+    space = sample_points(t, NVCC_SAMPLE)
+    batches = [space[i: i + NVCC_BATCH] for i in range(0, len(space), NVCC_BATCH)]
+
+    def check(batch_index: int) -> list[str]:
+        if batch_index < 0:
+            ok, log = compile_check(t.source)
+            return [] if ok else [f"reference: {log[:600]}"]
+        batch = batches[batch_index]
+        if compile_check(batched_source(t, batch, batch_index * NVCC_BATCH))[0]:
+            return []
+        failures = []
+        for point in batch:  # find the culprit(s) with their own logs
+            ok, log = compile_check(t.instantiate(point).source)
+            if not ok:
+                failures.append(f"{point}: {log[:600]}")
+        return failures or [f"batch {batch_index} fails together but every point compiles alone"]
+
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda item: (item[0], *compile_check(item[1])), sources))
-    failures = [f"{label}: {log[:600]}" for label, ok, log in results if not ok]
-    assert not failures, f"{len(failures)} of {len(sources)} sources of {name} do not compile:\n" + "\n".join(failures)
+        failures = [f for result in pool.map(check, range(-1, len(batches))) for f in result]
+    assert not failures, f"{name}: sources that nvcc rejects:\n" + "\n".join(failures)
+
+
+@needs_nvcc
+def test_nvcc_batches_keep_points_apart() -> None:
+    """A batch fails when one of its points does, so batching cannot hide a broken point."""
+    t = task("softmax_cuda")
+    points = t.param_space()[:3]
+    assert compile_check(batched_source(t, points, 0))[0]
+    broken = t.instantiate(points[1]).source.replace("const float inv = 1.0f / rsum;", "const float inv = 1.0f / rsm;")
+    assert broken != t.instantiate(points[1]).source
+    good = [t.instantiate(p).source for p in (points[0], points[2])]
+    source = batched_source(t, points, 0).replace(t.instantiate(points[1]).source, broken)
+    assert source.count("rsm;") == 1 and all(g in source for g in good)
+    ok, log = compile_check(source)
+    assert not ok and "rsm" in log
 
 
 # ---- CPU emulation of the kernels (g++, no GPU) --------------------------------------
@@ -191,12 +238,12 @@ def test_emulator_catches_what_it_claims_to() -> None:
         assert old in ref.source
         return ref.model_copy(update={"source": ref.source.replace(old, new)})
 
-    oob = _emulate_and_compare(t, variant("y[row] = s;", "y[row + 1] = s;"), seed=0)
-    assert any("guard zone around buffer 'y'" in p for p in oob)
+    oob = _emulate_and_compare(t, variant("out[row] = s;", "out[row + 1] = s;"), seed=0)
+    assert any("guard zone around buffer 'out'" in p for p in oob)
     wrong = _emulate_and_compare(t, variant("s += xr[j];", "s += xr[j] * 1.001f;"), seed=0)
     assert wrong and "differ" in wrong[0]
-    writes_input = _emulate_and_compare(t, variant("y[row] = s;", "y[row] = s; ((float*)x)[0] = 0.0f;"), seed=0)
-    assert any("read-only input 'x'" in p for p in writes_input)
+    writes_input = _emulate_and_compare(t, variant("out[row] = s;", "out[row] = s; ((float*)A)[0] = 0.0f;"), seed=0)
+    assert any("read-only input 'A'" in p for p in writes_input)
     tmpl = t.instantiate(t.spec.template.default)
     divergent = tmpl.model_copy(update={"source": tmpl.source.replace("    __syncthreads();", "    if (lane) __syncthreads();")})
     with pytest.raises(EmulationError, match="deadlock"):
@@ -295,12 +342,12 @@ def test_gpu_failure_classes(cuda_worker: MeasurementWorker) -> None:
     t = task("reduce_rows_cuda")
     m = cuda_worker.measure(t, _variant(t, "s += xr[j];", "s += xr[j] +;"), SMALL)
     assert m.status is Status.compile_error and "error" in m.reason
-    m = cuda_worker.measure(t, _variant(t, "y[row] = s;", "y[row] = 1.5f * s;"), SMALL)
+    m = cuda_worker.measure(t, _variant(t, "out[row] = s;", "out[row] = 1.5f * s;"), SMALL)
     assert m.status is Status.incorrect and "differ" in m.reason
-    m = cuda_worker.measure(t, _variant(t, "y[row] = s;", "y[row + 1] = s;"), SMALL)
-    assert m.status is Status.incorrect and "guard zone around buffer 'y'" in m.reason
+    m = cuda_worker.measure(t, _variant(t, "out[row] = s;", "out[row + 1] = s;"), SMALL)
+    assert m.status is Status.incorrect and "guard zone around buffer 'out'" in m.reason
     # far out of bounds: a kernel fault that poisons the CUDA context; the runner must recover
-    m = cuda_worker.measure(t, _variant(t, "y[row] = s;", "y[(size_t)row + ((size_t)1 << 38)] = s;"), SMALL)
+    m = cuda_worker.measure(t, _variant(t, "out[row] = s;", "out[(size_t)row + ((size_t)1 << 38)] = s;"), SMALL)
     assert m.status is Status.runtime_error, m.reason
     after = cuda_worker.measure(t, t.instantiate(t.spec.template.default), SMALL)
     assert after.status is Status.correct, f"the worker did not recover from a kernel fault: {after.reason}"
@@ -309,9 +356,9 @@ def test_gpu_failure_classes(cuda_worker: MeasurementWorker) -> None:
 @pytest.mark.gpu
 def test_gpu_hung_kernel_times_out_and_the_next_measurement_works(cuda_worker: MeasurementWorker) -> None:
     t = task("reduce_rows_cuda")
-    spin = "long long t0 = clock64(); while (clock64() - t0 < (1LL << 62)) { } y[row] = s;"
+    spin = "long long t0 = clock64(); while (clock64() - t0 < (1LL << 62)) { } out[row] = s;"
     restarts = cuda_worker.restarts
-    m = cuda_worker.measure(t, _variant(t, "y[row] = s;", spin), SMALL.model_copy(update={"timeout_s": 20}))
+    m = cuda_worker.measure(t, _variant(t, "out[row] = s;", spin), SMALL.model_copy(update={"timeout_s": 20}))
     assert m.status is Status.timeout
     assert cuda_worker.restarts == restarts + 1
     after = cuda_worker.measure(t, t.instantiate(t.spec.template.default), SMALL)

@@ -8,7 +8,15 @@ from collections.abc import Iterator
 import pytest
 from pydantic import BaseModel
 
-from agents.llm_client import LLMClient, LLMError, extract_json, is_retryable, resolve_api_base, resolve_api_key
+from agents.llm_client import (
+    LLMClient,
+    LLMError,
+    extract_json,
+    is_retryable,
+    load_litellm,
+    resolve_api_base,
+    resolve_api_key,
+)
 from llm_server import CannedServer, LlamaServer, free_port
 
 
@@ -27,6 +35,17 @@ from llm_server import CannedServer, LlamaServer, free_port
 )
 def test_extract_json(text: str, expected: dict | None) -> None:
     assert extract_json(text) == expected
+
+
+def test_retry_classification() -> None:
+    litellm = load_litellm()
+    assert is_retryable(litellm.APIConnectionError(message="refused", llm_provider="openai", model="m"))
+    assert is_retryable(litellm.Timeout(message="slow", model="m", llm_provider="openai"))
+    assert is_retryable(litellm.RateLimitError(message="429", llm_provider="openai", model="m"))
+    assert is_retryable(litellm.InternalServerError(message="500", llm_provider="openai", model="m"))
+    assert not is_retryable(litellm.BadRequestError(message="400", model="m", llm_provider="openai"))
+    assert not is_retryable(litellm.AuthenticationError(message="401", llm_provider="openai", model="m"))
+    assert not is_retryable(ValueError("a bug is not a transport problem"))
 
 
 def test_endpoint_and_key_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -188,3 +207,4 @@ def test_reply_without_json_is_a_parse_error() -> None:
             client.complete([{"role": "user", "content": "city?"}], schema=Answer, max_tokens=50)
     assert err.value.kind == "parse" and err.value.text == "I would rather not answer in JSON."
     assert srv.hits == 1  # a parse error is not retried: the same prompt would fail the same way
+    assert client.usage.errors == 1 and client.usage.total_tokens == 15  # the unusable reply still cost tokens

@@ -160,6 +160,18 @@ def test_a_bug_in_prompt_building_still_returns_failed_forecasts(task: Task, vec
     assert forecaster.stats.failures["internal"] == 1
 
 
+def test_one_bad_candidate_does_not_spoil_the_batch(task: Task, vec4: Candidate) -> None:
+    """A candidate the prompt builder chokes on fails alone; its neighbours are answered."""
+    good = json.dumps({"reasoning": "r", "probabilities": [0, 0, 0, 0.1, 0.6, 0.2, 0.1, 0], "predicted_bin": 5})
+    broken = vec4.model_copy(update={"source": None})  # model_copy skips validation: a bug upstream
+    with CannedServer(contents=[good]) as srv:
+        forecaster = LLMForecaster(LLMClient("openai/canned", api_base=srv.api_base, max_retries=0))
+        forecasts = forecaster.forecast_many(task, [vec4, broken, task.reference()], CPU)
+    assert [f.failed for f in forecasts] == [False, True, False]
+    assert forecasts[1].candidate_hash is None and forecasts[2].candidate_hash == task.reference().hash
+    assert srv.hits == 2 and forecaster.stats.ok == 2 and forecaster.stats.failures["internal"] == 1
+
+
 # ---- the real tiny model --------------------------------------------------------------------
 @pytest.mark.llm
 def test_real_model_json_forecast_is_valid_or_counted(llm_server: LlamaServer, task: Task, vec4: Candidate) -> None:

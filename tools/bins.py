@@ -44,4 +44,8 @@ def bin_label(b: int) -> str:
         return "failure"
     lo = EDGES[b - 2] if b >= 2 else 0.0
     hi = EDGES[b - 1] if b <= 7 else math.inf
-    return f"{BIN_NAMES[b]} ({lo:.3g} < S <= {hi:.3g})" if b > 1 else f"{BIN_NAMES[b]} (S <= {hi:.3g})"
+    if b == 1:
+        return f"{BIN_NAMES[b]} (S <= {hi:.3g})"
+    if b == NUM_BINS:
+        return f"{BIN_NAMES[b]} (S > {lo:.3g})"
+    return f"{BIN_NAMES[b]} ({lo:.3g} < S <= {hi:.3g})"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -41,6 +42,15 @@ def normalize_source(source: str) -> str:
     return "\n".join(parts)
 
 
+@lru_cache(maxsize=65536)
+def content_hash(source: str, global_size: tuple[str, ...], local_size: tuple[str, ...],
+                 build_options: tuple[str, ...]) -> str:
+    """Cached by content, so forecasting thousands of candidates does not re-normalize sources."""
+    key = "\x1f".join([normalize_source(source), ",".join(_WS.sub("", g) for g in global_size),
+                       ",".join(_WS.sub("", g) for g in local_size), " ".join(build_options)])
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
 class Candidate(BaseModel):
     """One kernel to measure or forecast."""
 
@@ -57,15 +67,8 @@ class Candidate(BaseModel):
     @property
     def hash(self) -> str:
         """Content hash: normalized source + geometry + options (not intent/parent)."""
-        key = "\x1f".join(
-            [
-                normalize_source(self.source),
-                ",".join(_WS.sub("", g) for g in self.global_size),
-                ",".join(_WS.sub("", g) for g in self.local_size or []),
-                " ".join(sorted(self.build_options)),
-            ]
-        )
-        return hashlib.sha256(key.encode()).hexdigest()[:16]
+        return content_hash(self.source, tuple(self.global_size), tuple(self.local_size or ()),
+                            tuple(sorted(self.build_options)))
 
     @property
     def short(self) -> str:
@@ -82,7 +85,7 @@ _QUALIFIERS = {"const", "restrict", "__restrict", "__restrict__", "volatile", "u
 _VECTOR = re.compile(r"^([a-z_]+?)(2|3|4|8|16)$")
 
 
-def _entry_params(source: str, entry: str, language: str) -> str:
+def entry_parameters(source: str, entry: str, language: str) -> str:
     if language == "opencl":
         pattern = rf"(?:__kernel|kernel)\s+(?:__attribute__\s*\(\(.*?\)\)\s*)?void\s+{re.escape(entry)}\s*\("
     else:
@@ -105,7 +108,7 @@ def signature(source: str, entry: str, language: str = "opencl") -> list[tuple[s
     Pointer element types may differ in vector width (float* vs float4*) since
     the host passes the same buffer; everything else must match the reference.
     """
-    params = _entry_params(source, entry, language)
+    params = entry_parameters(source, entry, language)
     out: list[tuple[str, str, str]] = []
     if not params.strip() or params.strip() == "void":
         return out

@@ -12,12 +12,15 @@ from __future__ import annotations
 import itertools
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator,
                       model_validator)
 
 from tools.expr import ExpressionError, evaluate, evaluate_int, names_in
+
+if TYPE_CHECKING:
+    from tools.candidate import Candidate
 
 DTYPES = ("float32", "float64", "int32", "uint32", "int64", "uint8", "int8", "float16")
 INITS = ("uniform", "normal", "ones", "zeros", "randint", "arange", "positive")

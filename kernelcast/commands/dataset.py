@@ -49,6 +49,10 @@ def build(
 
             def tick(task, cand, result, done, total) -> None:  # noqa: ANN001
                 counts["correct" if result is not None and result.ok else "failed"] += 1
+                if not console.is_terminal:  # no live bar in logs: one line per measurement
+                    console.print(f"[{done}/{total}] {task.name} {cand.short}: "
+                                  f"{result.status.value if result else '?'}"
+                                  + (f" {result.speedup:.3f}x" if result is not None and result.speedup else ""))
                 progress.update(bar, total=total, completed=done,
                                 description=f"{task.name} {cand.short}: {result.status.value if result else '?'}")
 

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from kernelcast import api
 from kernelcast.console import EXIT_DEVICE, EXIT_INTERRUPTED, EXIT_USAGE, console, fail
+from kernelcast.report import report_note
 from kernelcast.settings import get_settings
 from tools.task import TaskError
 from tools.worker import WorkerError
@@ -74,6 +75,7 @@ def print_result(result: Any) -> None:
         table.add_row("best", "[yellow]no correct candidate was measured; the reference stays best[/]")
     table.add_row("run folder", result.folder)
     console.print(table)
+    console.print(report_note(result), highlight=False)
 
 
 def _drive(title: str, events: str | None, call: Any) -> Any:

@@ -30,6 +30,7 @@ import atexit
 import hashlib
 import re
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -271,7 +272,9 @@ class CudaRunner(Runner):
 
         start = time.perf_counter()
         try:
-            module = SourceModule(ensure_c_linkage(source, entry), options=list(options), no_extern_c=True)
+            with warnings.catch_warnings():  # "nvcc succeeded but said ...": warnings are not failures
+                warnings.simplefilter("ignore")
+                module = SourceModule(ensure_c_linkage(source, entry), options=list(options), no_extern_c=True)
         except self.drv.CompileError as exc:
             raise CompileError(_trim(_compile_log(exc))) from None
         except OSError as exc:

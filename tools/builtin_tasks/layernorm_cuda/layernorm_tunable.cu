@@ -1,6 +1,6 @@
 /* Layer normalization, one block of BLOCK threads per row, VEC floats per load (N % VEC == 0).
- * ONEPASS = 0: mean first, then the variance from (x - mean)^2 (a second read of the row);
- * ONEPASS = 1: sum and sum of squares in a single read, var = E[x^2] - mean^2 (fewer bytes,
+ * ONEPASS = 0: mean first, then the variance from (X - mean)^2 (a second read of the row);
+ * ONEPASS = 1: sum and sum of squares in a single read, var = E[X^2] - mean^2 (fewer bytes,
  *              less robust when |mean| >> std).
  * Block sums: warp shuffles, then one value per warp through shared memory. */
 #define NWARPS (BLOCK / 32)
@@ -31,13 +31,13 @@ __device__ __forceinline__ float block_sum(float v, float* red)
 }
 
 extern "C" __global__ __launch_bounds__(BLOCK)
-void layernorm(const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,
-               float* __restrict__ y, const int M, const int N, const float eps)
+void layernorm(const float* __restrict__ X, const float* __restrict__ gamma, const float* __restrict__ beta,
+               float* __restrict__ Y, const int M, const int N, const float eps)
 {
     __shared__ float red[32];
     const int row = blockIdx.x;
-    const vecf* xr = reinterpret_cast<const vecf*>(x + (size_t)row * N);
-    vecf* yr = reinterpret_cast<vecf*>(y + (size_t)row * N);
+    const vecf* xr = reinterpret_cast<const vecf*>(X + (size_t)row * N);
+    vecf* yr = reinterpret_cast<vecf*>(Y + (size_t)row * N);
     const vecf* g = reinterpret_cast<const vecf*>(gamma);
     const vecf* b = reinterpret_cast<const vecf*>(beta);
     const int nv = N / VEC;

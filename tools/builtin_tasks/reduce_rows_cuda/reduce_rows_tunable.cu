@@ -15,10 +15,10 @@ __device__ __forceinline__ float warp_sum(float v)
 }
 
 extern "C" __global__ __launch_bounds__(TPR * RPB)
-void reduce_rows(const float* __restrict__ x, float* __restrict__ y, const int M, const int N)
+void reduce_rows(const float* __restrict__ A, float* __restrict__ out, const int M, const int N)
 {
     const int row = blockIdx.x * RPB + threadIdx.y;
-    const vecf* xr = reinterpret_cast<const vecf*>(x + (size_t)row * N);
+    const vecf* xr = reinterpret_cast<const vecf*>(A + (size_t)row * N);
     const int nv = N / VEC;
     float part[VEC];
     #pragma unroll
@@ -44,10 +44,10 @@ void reduce_rows(const float* __restrict__ x, float* __restrict__ y, const int M
     if (warp == 0) {
         s = warp_sum(lane < WPR ? red[threadIdx.y][lane] : 0.0f);
         if (lane == 0)
-            y[row] = s;
+            out[row] = s;
     }
 #else
     if (threadIdx.x == 0)
-        y[row] = s;
+        out[row] = s;
 #endif
 }

@@ -53,12 +53,12 @@ __device__ __forceinline__ float block_sum(float v, float* red)
 }
 
 extern "C" __global__ __launch_bounds__(BLOCK)
-void softmax(const float* __restrict__ x, float* __restrict__ y, const int M, const int N)
+void softmax(const float* __restrict__ X, float* __restrict__ Y, const int M, const int N)
 {
     __shared__ float red[32];
     const int row = blockIdx.x;
-    const vecf* xr = reinterpret_cast<const vecf*>(x + (size_t)row * N);
-    vecf* yr = reinterpret_cast<vecf*>(y + (size_t)row * N);
+    const vecf* xr = reinterpret_cast<const vecf*>(X + (size_t)row * N);
+    vecf* yr = reinterpret_cast<vecf*>(Y + (size_t)row * N);
     const int nv = N / VEC;
 
 #if ONLINE

@@ -1,0 +1,43 @@
+"""Optimize the built-in saxpy task from a script, print each measurement as it happens, then the result.
+
+    python examples/optimize_saxpy.py [--budget 6] [--sizes small|full]
+
+Runs land in KERNELCAST_HOME (default ./.kernelcast); `kernelcast report RUN` draws them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import kernelcast
+
+
+def on_event(kind: str, payload: dict[str, Any]) -> None:
+    """Called on every step of the search; 'spend' is one hardware measurement."""
+    if kind == "spend":
+        speed = f"{payload['speedup']:.3f}x" if payload.get("speedup") else "-"
+        print(f"  measurement {payload['spent']}/{payload['budget']}: {payload['status']} {speed}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=int, default=6, help="hardware measurements to spend")
+    parser.add_argument("--sizes", choices=["small", "full"], default="small")
+    parser.add_argument("--router", choices=["selective", "topk", "measure-all"], default="measure-all")
+    args = parser.parse_args()
+
+    result = kernelcast.optimize("saxpy", budget=args.budget, router=args.router, sizes=args.sizes,
+                                 measure_per_round=2, on_event=on_event)
+    print(f"run {result.run_id}: spent {result.spent} of {result.budget} measurements, "
+          f"considered {result.considered} candidates")
+    if result.best_hash:
+        print(f"best measured kernel: {result.best_speedup:.3f}x ({result.best_intent}), "
+              f"path: {' -> '.join(result.best_path)}")
+    else:
+        print("no candidate beat the reference on this budget")
+    print(f"run folder: {result.folder}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,364 @@
+"""kernelcast's operations as typed tools: one definition serves the chat agent and the MCP server.
+
+Each tool is a plain function with annotated parameters (the annotations are
+the schema both front doors publish) that calls :mod:`kernelcast.api` and
+returns a pydantic model with a ``text()`` rendering for people and models.
+Bad input of any kind leaves as :class:`OperationError` with a one-line
+message, so a conversation or an MCP client can show it and carry on.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, Literal, get_type_hints
+
+from pydantic import BaseModel, Field, ValidationError, create_model
+
+from graphs.result import RunResult
+from kernelcast import api
+from tools.bins import BIN_NAMES
+from tools.candidate import Candidate, candidate_from_file
+from tools.measurement import Measurement
+from tools.store import StoreError
+from tools.task import BufferArg, Task, builtin_task_paths, load_task
+from tools.worker import WorkerError
+
+Sizes = Literal["full", "small"]
+Router = Literal["selective", "topk", "measure-all"]
+ForecasterName = Literal["learned", "llm", "llm-logprobs", "none"]
+GeneratorName = Literal["offline", "llm"]
+EventCallback = Callable[[str, dict[str, Any]], None]
+
+TaskName = Annotated[str, Field(description="built-in task name (see list_tasks) or path to a task.toml")]
+Source = Annotated[str | None, Field(description="kernel source with the reference's signature; "
+                                                 "omit for the reference kernel")]
+GlobalSize = Annotated[list[str] | None, Field(description="global size expressions, e.g. ['N/4'] "
+                                                           "(default: the reference's)")]
+LocalSize = Annotated[list[str] | None, Field(description="local size expressions, e.g. ['64'] "
+                                                          "(default: the reference's)")]
+BuildOptions = Annotated[list[str] | None, Field(description="compiler options, e.g. ['-cl-fast-relaxed-math']")]
+SizesArg = Annotated[Sizes, Field(description="'full' problem sizes, or 'small' for a quick check")]
+
+
+class OperationError(ValueError):
+    """Bad input or an unusable device: a clear message for the caller, never a traceback."""
+
+
+@contextmanager
+def clear_errors() -> Iterator[None]:
+    """Turn the errors bad input can cause anywhere below into :class:`OperationError`."""
+    from graphs.run import RunError
+
+    try:
+        yield
+    except OperationError:
+        raise
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors())
+        raise OperationError(problems) from None
+    except (ValueError, FileNotFoundError, RunError, StoreError) as exc:
+        raise OperationError(str(exc)) from None
+    except WorkerError as exc:
+        raise OperationError(f"device problem: {exc}") from None
+
+
+# ---- outputs ------------------------------------------------------------------------
+class TaskInfo(BaseModel):
+    name: str
+    language: str
+    description: str
+    template_points: int = Field(description="valid points of the tunable template (0: none)")
+    sizes: dict[str, int]
+    small_sizes: dict[str, int]
+
+    def text(self) -> str:
+        return (f"{self.name} ({self.language}, {self.template_points or 'no'} template points, "
+                f"sizes {_kv(self.sizes)}): {self.description}")
+
+    def line(self) -> str:
+        """The short form for listings: the description's first sentence."""
+        return f"{self.name} ({self.language}): {self.description.split('. ')[0].rstrip('.')}"
+
+
+class TaskList(BaseModel):
+    tasks: list[TaskInfo]
+
+    def text(self) -> str:
+        return "\n".join(t.line() for t in self.tasks) or "no tasks"
+
+
+class TaskDetail(TaskInfo):
+    entry: str
+    arguments: list[str] = Field(description="one line per kernel argument")
+    global_size: list[str]
+    local_size: list[str] | None
+    rtol: float
+    atol: float
+    template_params: dict[str, list[Any]] = Field(default_factory=dict)
+    source: str
+
+    def text(self) -> str:
+        lines = [super().text(), f"entry {self.entry}; launch global {self.global_size} local "
+                 f"{self.local_size or 'runtime-chosen'}; tolerance rtol {self.rtol} atol {self.atol}",
+                 f"small sizes {_kv(self.small_sizes)}", "arguments:", *(f"  {a}" for a in self.arguments)]
+        if self.template_params:
+            lines.append("template: " + "; ".join(f"{k} in {v}" for k, v in self.template_params.items()))
+        return "\n".join([*lines, "reference source:", self.source.rstrip()])
+
+
+class MeasureOutput(BaseModel):
+    task: str
+    candidate: str = Field(description="candidate hash")
+    device: str
+    sizes: str
+    status: str = Field(description="correct, or the failure class")
+    reason: str = ""
+    speedup: float | None = Field(None, description="median reference time / median candidate time")
+    bin: int = Field(description="speedup bin 1..8, 0 = failure")
+    bin_name: str
+    reference_ms: float | None = None
+    candidate_ms: float | None = None
+    candidate_cv: float | None = None
+    flags: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, m: Measurement) -> "MeasureOutput":
+        return cls(task=m.task, candidate=m.candidate_hash, device=m.device, sizes=m.sizes, status=m.status.value,
+                   reason=m.reason[:1500], speedup=m.speedup, bin=m.bin(), bin_name=BIN_NAMES[m.bin()],
+                   reference_ms=m.reference.median_ns / 1e6 if m.reference else None,
+                   candidate_ms=m.candidate.median_ns / 1e6 if m.candidate else None,
+                   candidate_cv=m.candidate.cv if m.candidate else None, flags=m.flags)
+
+    def text(self) -> str:
+        head = f"{self.task} candidate {self.candidate[:8]} on {self.device} ({self.sizes} sizes): {self.status}"
+        if self.status != "correct":
+            return f"{head}\n{self.reason}"
+        return (f"{head}, speedup {self.speedup:.3f}x (bin {self.bin} {self.bin_name}); reference "
+                f"{self.reference_ms:.4f} ms, candidate {self.candidate_ms:.4f} ms (CV {self.candidate_cv or 0:.1%})"
+                + (f"; flags: {', '.join(self.flags)}" if self.flags else ""))
+
+
+class ForecastOutput(BaseModel):
+    task: str
+    candidate: str
+    forecaster: str
+    model: str | None = None
+    probabilities: list[float] = Field(description="P(bin 1..8)")
+    predicted_bin: int
+    bin_name: str
+    confidence: float
+    expected_speedup: float
+    failed: bool = Field(description="true: the forecaster had nothing to say (uniform, deferred to hardware)")
+    note: str = ""
+
+    def text(self) -> str:
+        probs = " ".join(f"{p:.2f}" for p in self.probabilities)
+        head = (f"{self.task} candidate {self.candidate[:8]}: {self.forecaster} forecast bin {self.predicted_bin} "
+                f"({self.bin_name}), confidence {self.confidence:.2f}, expected speedup {self.expected_speedup:.2f}x")
+        return "\n".join([head, f"P(bin 1..8) = {probs}", *([self.note] if self.note else [])])
+
+
+class RunInfo(BaseModel):
+    run_id: str
+    task: str
+    status: str
+    router: str
+    budget: int
+    spent: int
+    best_speedup: float | None = None
+    created_at: str = ""
+    result: RunResult | None = Field(None, description="the run's result once finished")
+    best_source: str | None = Field(None, description="source of the best measured kernel")
+
+    def text(self) -> str:
+        best = f"best {self.best_speedup:.3f}x" if self.best_speedup else "no measured improvement"
+        head = (f"run {self.run_id}: {self.task}, {self.status}, router {self.router}, "
+                f"{self.spent}/{self.budget} measurements, {best}")
+        r = self.result
+        if r is None:
+            return head
+        lines = [head, f"candidates considered {r.considered}; outcomes "
+                       + ", ".join(f"{k} {v}" for k, v in sorted(r.counts.items()))]
+        if r.best_hash:
+            lines.append(f"best candidate {r.best_hash[:8]} ({r.best_intent}), reached after "
+                         f"{r.measurements_to_best} measurements; path: {' -> '.join(r.best_path)}")
+        lines.append(f"run folder: {r.folder}")
+        return "\n".join(lines)
+
+
+class RunList(BaseModel):
+    runs: list[RunInfo]
+
+    def text(self) -> str:
+        return "\n".join(r.text().splitlines()[0] for r in self.runs) or "no runs yet"
+
+
+# ---- tools ----------------------------------------------------------------------------
+def list_tasks() -> TaskList:
+    """List the built-in tasks (kernels kernelcast can optimize)."""
+    with clear_errors():
+        return TaskList(tasks=[_task_info(load_task(p)) for p in builtin_task_paths().values()])
+
+
+def describe_task(task: TaskName) -> TaskDetail:
+    """Describe one task: arguments, sizes, launch geometry, tolerances, template and reference source."""
+    with clear_errors():
+        t = api.as_task(task)
+        spec = t.spec
+        args = [f"{a.name}: {a.dtype} buffer [{' x '.join(map(str, a.shape))}], {a.intent}" if isinstance(a, BufferArg)
+                else f"{a.name}: {a.dtype} scalar = {a.value}" for a in spec.args]
+        return TaskDetail(**_task_info(t).model_dump(), entry=spec.entry, arguments=args,
+                          global_size=[str(g) for g in spec.launch.global_size],
+                          local_size=[str(s) for s in spec.launch.local_size] if spec.launch.local_size else None,
+                          rtol=spec.tolerance.rtol, atol=spec.tolerance.atol,
+                          template_params=dict(spec.template.params) if spec.template else {}, source=t.source)
+
+
+def measure_kernel(task: TaskName, source: Source = None, global_size: GlobalSize = None,
+                   local_size: LocalSize = None, build_options: BuildOptions = None,
+                   sizes: SizesArg = "full") -> MeasureOutput:
+    """Measure a kernel on the device against the reference (correctness on seeded inputs, then timing)."""
+    with clear_errors():
+        t = api.as_task(task)
+        return measure_candidate(t, source_candidate(t, source, global_size, local_size, build_options), sizes)
+
+
+def forecast_speedup(task: TaskName, source: Source = None, global_size: GlobalSize = None,
+                     local_size: LocalSize = None, build_options: BuildOptions = None,
+                     forecaster: Annotated[ForecasterName, Field(description="which forecaster")] = "learned",
+                     model: Annotated[str | None, Field(description="litellm model string for LLM forecasters")] = None,
+                     ) -> ForecastOutput:
+    """Forecast a kernel's speedup distribution over the 8 bins without measuring it."""
+    with clear_errors():
+        t = api.as_task(task)
+        return forecast_candidate(t, source_candidate(t, source, global_size, local_size, build_options),
+                                  forecaster, model)
+
+
+def optimize_kernel(task: TaskName,
+                    budget: Annotated[int, Field(ge=1, le=500, description="hardware measurements to spend")] = 12,
+                    router: Annotated[Router, Field(description="which candidates are measured")] = "selective",
+                    threshold: Annotated[float, Field(ge=0.0, le=1.0, description="confidence to trust a "
+                                                                                  "forecast")] = 0.6,
+                    sizes: SizesArg = "full",
+                    forecaster: Annotated[ForecasterName, Field(description="which forecaster")] = "learned",
+                    generator: Annotated[GeneratorName, Field(description="which generator")] = "offline",
+                    seed: Annotated[int, Field(description="random seed")] = 0,
+                    on_event: EventCallback | None = None) -> RunInfo:
+    """Optimize a task under a hardware-measurement budget; returns the run (its best kernel is measured)."""
+    with clear_errors():
+        result = api.optimize(task, budget=budget, router=router, threshold=threshold, sizes=sizes,
+                              forecaster=forecaster, generator=generator, seed=seed, on_event=on_event)
+        return get_run(result.run_id)
+
+
+def get_run(run_id: Annotated[str, Field(description="run id (or a unique prefix)")]) -> RunInfo:
+    """Show one run: status, budget spent, best speedup, the path to the best kernel and its source."""
+    with clear_errors():
+        store = api.open_store()
+        try:
+            row = store.run(run_id)
+            if row is None:
+                raise OperationError(f"no run with id {run_id!r} (see list_runs)")
+            info = _run_info(row)
+            if info.result and info.result.best_hash:
+                best = store.candidate(info.result.best_hash)
+                info.best_source = best.source if best else None
+            return info
+        finally:
+            store.close()
+
+
+def list_runs(task: Annotated[str | None, Field(description="only runs of this task")] = None,
+              limit: Annotated[int, Field(ge=1, le=200, description="most recent first")] = 20) -> RunList:
+    """List recent optimization runs."""
+    with clear_errors():
+        store = api.open_store()
+        try:
+            return RunList(runs=[_run_info(store.run(r["id"]) or {}) for r in store.runs(task=task, limit=limit)])
+        finally:
+            store.close()
+
+
+def compare_runs(run_ids: Annotated[list[str], Field(min_length=1, description="run ids to compare")]) -> RunList:
+    """Compare runs side by side: router, budget spent, best speedup, outcomes."""
+    return RunList(runs=[get_run(r).model_copy(update={"best_source": None}) for r in run_ids])
+
+
+TOOLS: dict[str, Callable[..., BaseModel]] = {fn.__name__: fn for fn in (
+    list_tasks, describe_task, measure_kernel, forecast_speedup, optimize_kernel, get_run, list_runs, compare_runs)}
+
+
+# ---- shared helpers ---------------------------------------------------------------------
+def source_candidate(task: Task, source: str | None, global_size: list[str] | None = None,
+                     local_size: list[str] | None = None, build_options: list[str] | None = None) -> Candidate:
+    """The reference (no source), else the source text with the given or the reference's geometry.
+
+    Source is always text here, never a path: tool callers cannot make the server read files.
+    """
+    ref = task.reference()
+    if not source:
+        if global_size or local_size or build_options:
+            return ref.model_copy(update={"global_size": global_size or ref.global_size,
+                                          "local_size": local_size or ref.local_size,
+                                          "build_options": build_options or [], "intent": "reference, new geometry",
+                                          "generator": "user"})
+        return ref
+    return Candidate(task=task.name, source=source, global_size=global_size or ref.global_size,
+                     local_size=local_size if local_size is not None else ref.local_size,
+                     build_options=build_options or [], intent="user kernel", generator="user")
+
+
+def file_candidate(task: Task, path: str | None) -> Candidate:
+    """A candidate from a kernel source or candidate .json file (the chat's /measure and /forecast)."""
+    with clear_errors():
+        return candidate_from_file(path, task) if path else task.reference()
+
+
+def measure_candidate(task: Task, candidate: Candidate, sizes: Sizes = "full") -> MeasureOutput:
+    with clear_errors():
+        return MeasureOutput.of(api.measure(task, candidate, sizes=sizes))
+
+
+def forecast_candidate(task: Task, candidate: Candidate, forecaster: str = "learned",
+                       model: str | None = None) -> ForecastOutput:
+    with clear_errors():
+        fc = api.forecast(task, candidate, forecaster=forecaster, model=model)
+        prov = fc.provenance
+        return ForecastOutput(task=task.name, candidate=candidate.hash, forecaster=prov.forecaster, model=prov.model,
+                              probabilities=list(fc.probabilities), predicted_bin=fc.predicted_bin,
+                              bin_name=BIN_NAMES[fc.predicted_bin], confidence=fc.confidence,
+                              expected_speedup=math.exp(fc.expected_log_speedup), failed=fc.failed,
+                              note=(f"uninformative: {prov.failure_reason}" if fc.failed else fc.reasoning[:500]))
+
+
+def args_model(fn: Callable[..., Any]) -> type[BaseModel]:
+    """A pydantic model of a tool's parameters (callbacks left out): validates a model's tool call."""
+    hints = get_type_hints(fn, include_extras=True)
+    fields: dict[str, Any] = {}
+    for name, param in inspect.signature(fn).parameters.items():
+        if name == "on_event":
+            continue
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[name] = (hints[name], default)
+    return create_model(f"{fn.__name__}_args", __config__={"extra": "forbid"}, **fields)  # type: ignore[call-overload]
+
+
+def _task_info(t: Task) -> TaskInfo:
+    return TaskInfo(name=t.name, language=t.language, description=t.spec.description,
+                    template_points=len(t.param_space()) if t.spec.template else 0,
+                    sizes=t.sizes("full"), small_sizes=t.sizes("small"))
+
+
+def _run_info(row: dict[str, Any]) -> RunInfo:
+    result = RunResult.model_validate(row["summary"]) if row.get("summary") else None
+    return RunInfo(run_id=row["id"], task=row["task"], status=row["status"],
+                   router=(row.get("config") or {}).get("router", "?"), budget=row["budget"], spent=row["spent"],
+                   best_speedup=row.get("best_speedup"), created_at=row.get("created_at", ""), result=result)
+
+
+def _kv(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in values.items())

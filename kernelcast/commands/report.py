@@ -1,0 +1,31 @@
+"""`kernelcast report`: an HTML page with plots of one run (and the runs it is compared with)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kernelcast.console import console, fail
+
+app = typer.Typer()
+
+
+@app.command("report")
+def report(
+    run_id: str = typer.Argument(..., help="run id (or a unique prefix)"),
+    compare: list[str] = typer.Option([], "--compare", "-c", help="another run to draw alongside (repeatable)"),
+    out: Path | None = typer.Option(None, "--out", "-o", help="output folder (default: the run folder)"),
+) -> None:
+    """Write report.html plus PNGs: progress vs measurements, search tree, forecast confusion, reliability, top
+    kernels with diffs."""
+    from kernelcast.report import ReportError, write_report
+
+    try:
+        with console.status(f"drawing the report of {run_id}...", spinner="dots"):
+            page = write_report(run_id, compare=compare, out=out)
+    except ReportError as exc:
+        fail(str(exc))
+    console.print(f"report: {page}", highlight=False)
+    for png in sorted(page.parent.glob("*.png")):
+        console.print(f"  {png.name}", highlight=False)

@@ -1,0 +1,420 @@
+"""Run reports: a self-contained HTML page and PNGs, rebuilt from the store alone.
+
+Everything comes from the SQLite store (the system of record): the search
+tree and the progress curve from the run's events, forecasts joined with the
+run's own measurements, the top kernels from its correct measurements. So a
+report can be drawn for an interrupted run too, and it cannot disagree with
+what the run recorded. matplotlib is imported lazily and used through
+``Figure`` objects only (no pyplot state, no display needed).
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tools.bins import BIN_NAMES, NUM_BINS
+from tools.measurement import Measurement
+from tools.store import Store
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from graphs.result import RunResult
+
+PLOTS = ("progress", "tree", "confusion", "reliability")
+OUTCOME_COLORS = {"root": "#000000", "measured": "#2ca02c", "verified": "#006400", "accepted": "#1f77b4",
+                  "pruned": "#9e9e9e", "failed": "#d62728", "dropped": "#ff9f40", "pending": "#ffffff"}
+ROUTED = {"accept": "accepted", "prune": "pruned", "drop": "dropped", "measure": "pending"}
+UNINFORMATIVE = NUM_BINS + 1  # confusion-matrix row of forecasts that had nothing to say
+
+
+class ReportError(ValueError):
+    """The run is unknown or the output folder cannot be written."""
+
+
+@dataclass
+class TreeNode:
+    parent: str | None
+    depth: int
+    outcome: str = "pending"
+    speedup: float | None = None
+
+
+@dataclass
+class ForecastPair:
+    """One of this run's forecasts and the run's measurement of the same candidate."""
+
+    probabilities: list[float]
+    predicted_bin: int
+    confidence: float
+    failed: bool
+    measured_bin: int  # 0 = failure
+
+
+@dataclass
+class RunData:
+    run_id: str
+    row: dict[str, Any]
+    tree: dict[str, TreeNode]
+    root: str | None
+    curve: list[tuple[int, float | None]]  # (measurements spent, best correct speedup so far)
+    pairs: list[ForecastPair]
+    measurements: list[Measurement] = field(default_factory=list)
+
+
+# ---- data from the store ----------------------------------------------------------------
+def load_run(store: Store, run_id: str) -> RunData:
+    row = store.run(run_id)
+    if row is None:
+        raise ReportError(f"no run with id {run_id!r} (see `kernelcast runs`)")
+    events = store.events(row["id"])
+    measurements = store.measurements(run_id=row["id"])
+    root, tree = rebuild_tree(events)
+    return RunData(run_id=row["id"], row=row, tree=tree, root=root, curve=best_curve(events),
+                   pairs=forecast_pairs(store, row["id"], measurements), measurements=measurements)
+
+
+def rebuild_tree(events: Sequence[dict[str, Any]]) -> tuple[str | None, dict[str, TreeNode]]:
+    """The search tree from the event log: ``generated`` adds children, ``route``/``spend``/``skip`` set outcomes."""
+    tree: dict[str, TreeNode] = {}
+    root: str | None = None
+    for event in events:
+        kind, key, p = event["kind"], event["candidate_hash"], event["payload"]
+        if kind == "generated":
+            parent = p["parent"]
+            if parent not in tree:
+                root = root or parent
+                tree[parent] = TreeNode(parent=None, depth=0, outcome="root")
+            for child in p.get("children", []):
+                tree.setdefault(child, TreeNode(parent=parent, depth=tree[parent].depth + 1))
+        elif key not in tree:
+            continue
+        elif kind == "route":
+            tree[key].outcome = ROUTED.get(p.get("decision", ""), "pending")
+        elif kind == "spend":
+            ok = p.get("status") == "correct"
+            tree[key].speedup = p.get("speedup") if ok else None
+            tree[key].outcome = ("verified" if p.get("phase") == "verify" else "measured") if ok else "failed"
+        elif kind == "skip":
+            tree[key].outcome = "dropped"
+    return root, tree
+
+
+def best_curve(events: Sequence[dict[str, Any]]) -> list[tuple[int, float | None]]:
+    """Best correct speedup after each measurement (None until the first correct one)."""
+    best: float | None = None
+    curve = []
+    for event in events:
+        if event["kind"] != "spend":
+            continue
+        speed = event["payload"].get("speedup") if event["payload"].get("status") == "correct" else None
+        if speed is not None and (best is None or speed > best):
+            best = speed
+        curve.append((int(event["payload"].get("spent", len(curve) + 1)), best))
+    return curve
+
+
+def forecast_pairs(store: Store, run_id: str, measurements: Sequence[Measurement]) -> list[ForecastPair]:
+    """This run's forecasts joined with this run's (latest) measurement of the same candidate."""
+    measured = {m.candidate_hash: m for m in measurements}
+    pairs = []
+    for f in store.forecast_rows(run_id=run_id):
+        m = measured.get(f["candidate_hash"])
+        if m is not None:
+            pairs.append(ForecastPair(probabilities=f["probabilities"], predicted_bin=int(f["predicted_bin"]),
+                                      confidence=float(f["confidence"]), failed=bool(f["failed"]),
+                                      measured_bin=m.bin()))
+    return pairs
+
+
+def confusion_counts(pairs: Sequence[ForecastPair]) -> np.ndarray:
+    """Rows: predicted bin 1..8 then 'uninformative'; columns: measured bin 0 (failure) .. 8."""
+    counts = np.zeros((NUM_BINS + 1, NUM_BINS + 1), dtype=int)
+    for p in pairs:
+        row = UNINFORMATIVE if p.failed else p.predicted_bin
+        counts[row - 1, p.measured_bin] += 1
+    return counts
+
+
+def reliability(pairs: Sequence[ForecastPair], n_buckets: int = 10) -> tuple[list[dict[str, float]], float | None]:
+    """Per confidence bucket: mean confidence, accuracy, count (informative forecasts of correct kernels); ECE."""
+    from agents.scoring import bucket_index, ece
+
+    usable = [p for p in pairs if not p.failed and p.measured_bin > 0]
+    if not usable:
+        return [], None
+    conf = np.array([p.confidence for p in usable])
+    hits = np.array([float(p.predicted_bin == p.measured_bin) for p in usable])
+    index = bucket_index(conf, n_buckets)
+    buckets = [{"low": b / n_buckets, "high": (b + 1) / n_buckets, "confidence": float(conf[index == b].mean()),
+                "accuracy": float(hits[index == b].mean()), "count": int((index == b).sum())}
+               for b in range(n_buckets) if (index == b).any()]
+    return buckets, ece(conf, hits, n_buckets)
+
+
+# ---- figures --------------------------------------------------------------------------
+def _figure(width: float = 7.0, height: float = 4.5) -> "Figure":
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=110, layout="constrained")
+
+
+def progress_figure(runs: Sequence[RunData]) -> "Figure":
+    """Best verified speedup vs hardware measurements spent: one line per run."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    for run in runs:
+        xs = [0] + [x for x, _ in run.curve]
+        ys = [np.nan] + [np.nan if y is None else y for _, y in run.curve]
+        router = run.row["config"].get("router", "?")
+        ax.step(xs, ys, where="post", marker="o", markersize=3, label=f"{run.run_id} ({router})")
+    ax.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="_reference")
+    ax.set_xlabel("hardware measurements spent")
+    ax.set_ylabel("best verified speedup (x)")
+    ax.set_title("best verified speedup vs measurements (dashed: reference = 1x)")
+    ax.set_xlim(left=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def tree_layout(tree: dict[str, TreeNode]) -> dict[str, tuple[float, int]]:
+    """Layered layout: y = depth, leaves spread left to right in depth-first order, parents centred over children."""
+    children: dict[str | None, list[str]] = {}
+    for key, node in tree.items():
+        children.setdefault(node.parent, []).append(key)
+    pos: dict[str, tuple[float, int]] = {}
+    next_x = [0.0]
+
+    def place(key: str) -> float:
+        kids = children.get(key, [])
+        x = float(np.mean([place(k) for k in kids])) if kids else next_x[0]
+        if not kids:
+            next_x[0] += 1.0
+        pos[key] = (x, tree[key].depth)
+        return x
+
+    for top in children.get(None, []):
+        place(top)
+    return pos
+
+
+def tree_figure(run: RunData) -> "Figure":
+    """The search tree coloured by outcome; the best measured kernel is starred."""
+    from matplotlib.collections import LineCollection
+    from matplotlib.lines import Line2D
+
+    pos = tree_layout(run.tree)
+    width = min(16.0, max(6.0, 0.18 * max((x for x, _ in pos.values()), default=0)))
+    fig = _figure(width, 4.8)
+    ax = fig.add_subplot()
+    segments = [[pos[n.parent], pos[k]] for k, n in run.tree.items() if n.parent in pos]
+    ax.add_collection(LineCollection(segments, colors="#bbbbbb", linewidths=0.8, zorder=1))
+    keys = list(pos)
+    ax.scatter([pos[k][0] for k in keys], [pos[k][1] for k in keys], s=36, zorder=2, edgecolors="#333333",
+               linewidths=0.5, c=[OUTCOME_COLORS.get(run.tree[k].outcome, "#ffffff") for k in keys])
+    measured = [k for k, n in run.tree.items() if n.speedup is not None]
+    if measured:
+        best = max(measured, key=lambda k: run.tree[k].speedup or 0.0)
+        ax.scatter([pos[best][0]], [pos[best][1]], marker="*", s=260, c="gold", edgecolors="black", zorder=3)
+        ax.annotate(f"{run.tree[best].speedup:.2f}x", pos[best], xytext=(6, 6), textcoords="offset points", fontsize=8)
+    seen = sorted({n.outcome for n in run.tree.values()}, key=list(OUTCOME_COLORS).index)
+    counts = {o: sum(1 for n in run.tree.values() if n.outcome == o) for o in seen}
+    ax.legend(handles=[Line2D([], [], marker="o", linestyle="", markerfacecolor=OUTCOME_COLORS[o],
+                              markeredgecolor="#333333", label=f"{o} ({counts[o]})") for o in seen],
+              fontsize=8, loc="lower right")
+    ax.set_yticks(range(max((n.depth for n in run.tree.values()), default=0) + 1))
+    ax.invert_yaxis()
+    ax.set_ylabel("depth")
+    ax.set_xticks([])
+    ax.margins(0.05, 0.15)
+    ax.set_title(f"search tree of {run.run_id} ({len(run.tree) - 1 if run.tree else 0} candidates)")
+    return fig
+
+
+def confusion_figure(run: RunData) -> "Figure":
+    """Forecast bin vs measured bin for this run's forecasts that were measured."""
+    counts = confusion_counts(run.pairs)
+    fig = _figure(7.0, 5.6)
+    ax = fig.add_subplot()
+    ax.imshow(counts, cmap="Blues", aspect="auto")
+    for (i, j), n in np.ndenumerate(counts):
+        if n:
+            ax.text(j, i, str(n), ha="center", va="center", fontsize=8,
+                    color="white" if n > counts.max() / 2 else "black")
+    ax.set_xticks(range(NUM_BINS + 1), ["fail", *map(str, range(1, NUM_BINS + 1))])
+    ax.set_yticks(range(NUM_BINS + 1), [*map(str, range(1, NUM_BINS + 1)), "uninf."])
+    ax.set_xlabel("measured bin")
+    ax.set_ylabel("predicted bin")
+    n = int(counts.sum())
+    right = int(np.trace(counts[:NUM_BINS, 1:]))
+    ax.set_title(f"forecast vs measured bin: {n} pairs, {right} right" if n else
+                 "forecast vs measured bin: no forecast of this run was measured")
+    return fig
+
+
+def reliability_figure(run: RunData) -> "Figure":
+    """Accuracy per confidence bucket against the diagonal of perfect calibration."""
+    buckets, ece_value = reliability(run.pairs)
+    fig = _figure(5.5, 5.0)
+    ax = fig.add_subplot()
+    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1)
+    if buckets:
+        ax.bar([b["low"] for b in buckets], [b["accuracy"] for b in buckets], width=0.1, align="edge",
+               edgecolor="#1f4e79", color="#6fa8dc", alpha=0.85, label="accuracy")
+        ax.plot([b["confidence"] for b in buckets], [b["accuracy"] for b in buckets], "o", color="#1f4e79",
+                label="mean confidence")
+        for b in buckets:
+            ax.text(b["low"] + 0.05, min(b["accuracy"] + 0.03, 0.97), f"n={b['count']}",
+                    ha="center", fontsize=7)
+        ax.legend(fontsize=8, loc="upper left")
+        title = f"reliability: {sum(b['count'] for b in buckets)} forecasts, ECE {ece_value:.3f}"
+    else:
+        uninformative = sum(1 for p in run.pairs if p.failed)
+        ax.text(0.5, 0.5, f"no informative forecast of a correct kernel\n({uninformative} uninformative)",
+                ha="center", va="center", fontsize=9)
+        title = "reliability: nothing to draw"
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("confidence (max bin probability)")
+    ax.set_ylabel("accuracy (predicted bin = measured bin)")
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+# ---- top kernels ------------------------------------------------------------------------
+@dataclass
+class TopKernel:
+    hash: str
+    speedup: float
+    cv: float | None
+    intent: str
+    geometry: str
+    diff: str
+
+
+def top_kernels(store: Store, run: RunData, n: int = 5) -> list[TopKernel]:
+    """The run's fastest correct kernels, each with a unified diff against the reference."""
+    reference = store.candidate(run.root) if run.root else None
+    correct = sorted((m for m in run.measurements if m.ok and m.speedup), key=lambda m: -(m.speedup or 0.0))
+    out = []
+    for m in correct[:n]:
+        cand = store.candidate(m.candidate_hash)
+        if cand is None:
+            continue
+        ref_lines = reference.source.splitlines(keepends=True) if reference else []
+        diff = "".join(difflib.unified_diff(ref_lines, cand.source.splitlines(keepends=True), "reference",
+                                            f"candidate {cand.short}"))
+        out.append(TopKernel(hash=cand.hash, speedup=float(m.speedup or 0.0), cv=m.candidate.cv if m.candidate else None,
+                             intent=cand.intent, diff=diff or "(same source as the reference; geometry or options differ)",
+                             geometry=f"global {cand.global_size} local {cand.local_size or 'runtime'} "
+                                      f"options {' '.join(cand.build_options) or '-'}"))
+    return out
+
+
+# ---- the page ---------------------------------------------------------------------------
+def write_report(run_id: str, compare: Sequence[str] = (), out: str | Path | None = None,
+                 store: Store | None = None) -> Path:
+    """Write ``report.html`` and the PNGs; returns the HTML path (default folder: the run folder)."""
+    from kernelcast import api
+    from kernelcast.settings import get_settings
+
+    own = store is None
+    store = store or api.open_store()
+    try:
+        run = load_run(store, run_id)
+        others = [load_run(store, other) for other in compare if other != run.run_id]
+        folder = Path(out) if out else Path(run.row["folder"] or get_settings().runs_dir / run.run_id)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ReportError(f"cannot write to {folder}: {exc}") from None
+        figures = {"progress": progress_figure([run, *others]), "tree": tree_figure(run),
+                   "confusion": confusion_figure(run), "reliability": reliability_figure(run)}
+        images = {}
+        for name, fig in figures.items():
+            path = folder / f"{name}.png"
+            fig.savefig(path)
+            images[name] = base64.b64encode(path.read_bytes()).decode()
+        page = folder / "report.html"
+        page.write_text(render_html(run, others, images, top_kernels(store, run)))
+        return page
+    finally:
+        if own:
+            store.close()
+
+
+def report_note(result: "RunResult") -> str:
+    """One line for the end of ``optimize``: where the report is (a failed report never fails the run)."""
+    try:
+        return f"report: {write_report(result.run_id)}"
+    except Exception as exc:  # noqa: BLE001 - the run is done; a plotting problem is only worth a line
+        return f"report not written: {type(exc).__name__}: {exc}"
+
+
+def _scores(pairs: Sequence[ForecastPair]) -> str:
+    from agents.scoring import summarize
+
+    usable = [p for p in pairs if not p.failed and p.measured_bin > 0]
+    note = (f"{len(pairs)} forecasts of this run were measured; {sum(p.failed for p in pairs)} were uninformative "
+            f"(deferred to hardware), {sum(p.measured_bin == 0 for p in pairs)} were of failed kernels.")
+    if not usable:
+        return f"<p>{note}</p>"
+    s = summarize([p.probabilities for p in usable], [p.measured_bin for p in usable],
+                  [p.predicted_bin for p in usable])
+    rows = "".join(f"<tr><td>{k}</td><td>{v:.3f}</td></tr>" for k, v in (
+        ("accuracy", s.accuracy), ("within one bin", s.within_one), ("Brier (halved)", s.brier_halved),
+        ("CRPS (ordinal)", s.crps), ("ECE (10 buckets)", s.ece), ("AURC", s.aurc),
+        ("mean confidence", s.mean_confidence)))
+    return f"<p>{note} Scores over the {s.n} informative ones:</p><table>{rows}</table>"
+
+
+def render_html(run: RunData, others: Sequence[RunData], images: dict[str, str], top: Sequence[TopKernel]) -> str:
+    e = html.escape
+    row, summary = run.row, run.row.get("summary") or {}
+    best = (f"{summary['best_speedup']:.3f}x (candidate {summary['best_hash'][:8]}, after "
+            f"{summary.get('measurements_to_best', '?')} measurements)" if summary.get("best_hash") else "none measured")
+    facts = [("task", row["task"]), ("device", row["device"]), ("status", row["status"]),
+             ("router", row["config"].get("router", "?")), ("threshold", row["config"].get("threshold", "?")),
+             ("forecaster", row["config"].get("forecaster", "?")), ("sizes", row["config"].get("sizes", "?")),
+             ("measurements", f"{row['spent']} of {row['budget']}"),
+             ("candidates considered", summary.get("considered", len(run.tree) - 1 if run.tree else 0)),
+             ("best verified speedup", best), ("path", " → ".join(summary.get("best_path", [])) or "-")]
+    if others:
+        facts.append(("compared with", ", ".join(o.run_id for o in others)))
+    fact_rows = "".join(f"<tr><th>{e(str(k))}</th><td>{e(str(v))}</td></tr>" for k, v in facts)
+    captions = {"progress": "Best verified speedup vs hardware measurements spent",
+                "tree": "Search tree by outcome (measured, verified, accepted, pruned, failed, dropped)",
+                "confusion": "Forecast bin vs measured bin",
+                "reliability": "Reliability of this run's forecasts"}
+    figures = "".join(
+        f'<figure><a href="{name}.png"><img alt="{name}.png" src="data:image/png;base64,{images[name]}"></a>'
+        f"<figcaption>{captions[name]} ({name}.png)</figcaption></figure>" for name in PLOTS if name in images)
+    kernel_rows = "".join(
+        f"<tr><td><code>{k.hash[:8]}</code></td><td>{k.speedup:.3f}x</td><td>{(k.cv or 0):.1%}</td>"
+        f"<td>{e(k.intent)}</td><td>{e(k.geometry)}</td><td><details><summary>diff</summary>"
+        f"<pre>{e(k.diff)}</pre></details></td></tr>" for k in top) or '<tr><td colspan="6">no correct kernel</td></tr>'
+    bins = ", ".join(f"{b} {name}" for b, name in BIN_NAMES.items())
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>kernelcast report {e(run.run_id)}</title>
+<style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}}
+table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ddd;padding:4px 8px;text-align:left;
+vertical-align:top}}figure{{margin:1.5em 0}}img{{max-width:100%}}pre{{font-size:12px;background:#f6f6f6;
+padding:8px;overflow-x:auto}}figcaption{{color:#555;font-size:.9em}}</style></head><body>
+<h1>kernelcast run {e(run.run_id)}</h1>
+<table>{fact_rows}</table>
+{figures}
+<h2>Forecasts</h2>{_scores(run.pairs)}<p style="font-size:.85em;color:#555">Bins: {e(bins)}.</p>
+<h2>Top kernels</h2>
+<table><tr><th>candidate</th><th>speedup</th><th>CV</th><th>intent</th><th>geometry</th><th>vs reference</th></tr>
+{kernel_rows}</table>
+</body></html>
+"""
