@@ -53,6 +53,7 @@ class TrainingSet:
     bins: list[int] = field(default_factory=list)
     tasks: list[str] = field(default_factory=list)
     speedups: list[float] = field(default_factory=list)
+    keys: list[tuple[str, str]] = field(default_factory=list)  # (candidate hash, device) of each row
     skipped: Counter[str] = field(default_factory=Counter)
 
     def __len__(self) -> int:
@@ -61,7 +62,8 @@ class TrainingSet:
     def subset(self, mask: Sequence[bool] | np.ndarray) -> "TrainingSet":
         keep = [i for i, m in enumerate(mask) if m]
         return TrainingSet([self.features[i] for i in keep], [self.bins[i] for i in keep],
-                           [self.tasks[i] for i in keep], [self.speedups[i] for i in keep])
+                           [self.tasks[i] for i in keep], [self.speedups[i] for i in keep],
+                           [self.keys[i] for i in keep] if self.keys else [])
 
 
 def training_set(pairs: Iterable[tuple[Candidate, Measurement]], tasks: TaskLookup = resolve_task,
@@ -93,6 +95,7 @@ def training_set(pairs: Iterable[tuple[Candidate, Measurement]], tasks: TaskLook
         data.bins.append(true_bin)
         data.tasks.append(m.task)
         data.speedups.append(float(m.speedup or 0.0))
+        data.keys.append((m.candidate_hash, m.device))
     return data
 
 

@@ -105,7 +105,7 @@ def main() -> None:
     row("reference median: harness / bare pyopencl", harness_ref / bare_ref, "x", None)
     row("candidate median: harness / bare pyopencl", harness_cand / bare_cand, "x", None)
     row("speedup: harness / bare pyopencl", (harness_ref / harness_cand) / (bare_ref / bare_cand), "x", None)
-    Console().print(table)
+    Console(width=170).print(table)
 
 
 if __name__ == "__main__":

@@ -143,7 +143,7 @@ def main() -> None:
     parser.add_argument("--tolerance", type=float, default=0.03, help="noise margin for 'reached the best'")
     parser.add_argument("--out", default=None, help="folder for runs and results.json")
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=170)
     out = Path(args.out or tempfile.mkdtemp(prefix="router-bench-"))
     out.mkdir(parents=True, exist_ok=True)
     dataset = str(Path(args.dataset).resolve())

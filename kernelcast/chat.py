@@ -23,7 +23,7 @@ import shlex
 import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict, get_origin
 
@@ -31,8 +31,10 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 from pydantic import BaseModel, Field, ValidationError
 
+from kernelcast import api
 from kernelcast import chat_tools as ops
 from kernelcast.settings import get_settings
+from tools.task import Task
 
 Message = dict[str, Any]  # {"role": user|assistant|tool|note, "content": str, ["tool": name], ["call": {...}]}
 YES = {"y", "yes", "approve", "approved", "ok", "go", "sure"}
@@ -77,10 +79,8 @@ def write_run_report(run_id: str, compare: list[str] | None = None) -> ReportOut
         return ReportOutput(html=str(write_report(run_id, compare=compare or [])))
 
 
-def _task(name: str) -> Any:
+def _task(name: str) -> Task:
     with ops.clear_errors():
-        from kernelcast import api
-
         return api.as_task(name)
 
 
@@ -414,7 +414,7 @@ def plan_text(approval: dict[str, Any]) -> str:
 
 
 def new_session_id() -> str:
-    return f"chat-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    return f"chat-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
 
 
 class ChatSession:
@@ -475,7 +475,7 @@ class ChatSession:
     def close(self) -> None:
         self._saver.conn.close()
 
-    def __enter__(self) -> "ChatSession":
+    def __enter__(self) -> ChatSession:
         return self
 
     def __exit__(self, *exc: object) -> None:

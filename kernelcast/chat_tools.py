@@ -101,8 +101,8 @@ class TaskDetail(TaskInfo):
     source: str
 
     def text(self) -> str:
-        lines = [super().text(), f"entry {self.entry}; launch global {self.global_size} local "
-                 f"{self.local_size or 'runtime-chosen'}; tolerance rtol {self.rtol} atol {self.atol}",
+        lines = [super().text(), (f"entry {self.entry}; launch global {self.global_size} local "
+                                  f"{self.local_size or 'runtime-chosen'}; tolerance rtol {self.rtol} atol {self.atol}"),
                  f"small sizes {_kv(self.small_sizes)}", "arguments:", *(f"  {a}" for a in self.arguments)]
         if self.template_params:
             lines.append("template: " + "; ".join(f"{k} in {v}" for k, v in self.template_params.items()))
@@ -125,7 +125,7 @@ class MeasureOutput(BaseModel):
     flags: list[str] = Field(default_factory=list)
 
     @classmethod
-    def of(cls, m: Measurement) -> "MeasureOutput":
+    def of(cls, m: Measurement) -> MeasureOutput:
         return cls(task=m.task, candidate=m.candidate_hash, device=m.device, sizes=m.sizes, status=m.status.value,
                    reason=m.reason[:1500], speedup=m.speedup, bin=m.bin(), bin_name=BIN_NAMES[m.bin()],
                    reference_ms=m.reference.median_ns / 1e6 if m.reference else None,
@@ -278,7 +278,8 @@ def list_runs(task: Annotated[str | None, Field(description="only runs of this t
     with clear_errors():
         store = api.open_store()
         try:
-            return RunList(runs=[_run_info(store.run(r["id"]) or {}) for r in store.runs(task=task, limit=limit)])
+            rows = (store.run(r["id"]) for r in store.runs(task=task, limit=limit))
+            return RunList(runs=[_run_info(row) for row in rows if row is not None])
         finally:
             store.close()
 

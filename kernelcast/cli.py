@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from kernelcast.commands import dataset, measure, optimize, propose, tasks
-from kernelcast.commands import chat, mcp, report  # front doors (issue 6)
+from kernelcast.commands import chat, dataset, forecast, mcp, measure, optimize, propose, report, tasks
 from kernelcast.logs import configure_logging
 from kernelcast.settings import get_settings
 
@@ -20,6 +19,7 @@ app.add_typer(dataset.app, name="dataset")
 app.registered_commands += measure.app.registered_commands
 app.registered_commands += optimize.app.registered_commands
 app.registered_commands += propose.app.registered_commands
+app.registered_commands += forecast.app.registered_commands
 app.registered_commands += chat.app.registered_commands
 app.registered_commands += mcp.app.registered_commands
 app.registered_commands += report.app.registered_commands

@@ -161,13 +161,13 @@ def reliability(pairs: Sequence[ForecastPair], n_buckets: int = 10) -> tuple[lis
 
 
 # ---- figures --------------------------------------------------------------------------
-def _figure(width: float = 7.0, height: float = 4.5) -> "Figure":
+def _figure(width: float = 7.0, height: float = 4.5) -> Figure:
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), dpi=110, layout="constrained")
 
 
-def progress_figure(runs: Sequence[RunData]) -> "Figure":
+def progress_figure(runs: Sequence[RunData]) -> Figure:
     """Best verified speedup vs hardware measurements spent: one line per run."""
     fig = _figure()
     ax = fig.add_subplot()
@@ -207,7 +207,7 @@ def tree_layout(tree: dict[str, TreeNode]) -> dict[str, tuple[float, int]]:
     return pos
 
 
-def tree_figure(run: RunData) -> "Figure":
+def tree_figure(run: RunData) -> Figure:
     """The search tree coloured by outcome; the best measured kernel is starred."""
     from matplotlib.collections import LineCollection
     from matplotlib.lines import Line2D
@@ -240,7 +240,7 @@ def tree_figure(run: RunData) -> "Figure":
     return fig
 
 
-def confusion_figure(run: RunData) -> "Figure":
+def confusion_figure(run: RunData) -> Figure:
     """Forecast bin vs measured bin for this run's forecasts that were measured."""
     counts = confusion_counts(run.pairs)
     fig = _figure(7.0, 5.6)
@@ -261,7 +261,7 @@ def confusion_figure(run: RunData) -> "Figure":
     return fig
 
 
-def reliability_figure(run: RunData) -> "Figure":
+def reliability_figure(run: RunData) -> Figure:
     """Accuracy per confidence bucket against the diagonal of perfect calibration."""
     buckets, ece_value = reliability(run.pairs)
     fig = _figure(5.5, 5.0)
@@ -352,7 +352,7 @@ def write_report(run_id: str, compare: Sequence[str] = (), out: str | Path | Non
             store.close()
 
 
-def report_note(result: "RunResult") -> str:
+def report_note(result: RunResult) -> str:
     """One line for the end of ``optimize``: where the report is (a failed report never fails the run)."""
     try:
         return f"report: {write_report(result.run_id)}"

@@ -11,7 +11,13 @@ from typer.testing import CliRunner
 
 from kernelcast import api
 from kernelcast import chat_tools as ops
-from kernelcast.chat import NO_MODEL_HELP, ChatSession, CommandError, parse_command, validate_call
+from kernelcast.chat import (
+    NO_MODEL_HELP,
+    ChatSession,
+    CommandError,
+    parse_command,
+    validate_call,
+)
 from kernelcast.settings import get_settings
 
 
@@ -172,7 +178,7 @@ def test_unreachable_model_is_a_message_not_a_crash(home: Path) -> None:
 
 
 @pytest.mark.llm
-def test_tiny_model_garbage_is_handled_and_the_session_continues(home: Path, llm_server) -> None:  # noqa: ANN001
+def test_tiny_model_garbage_is_handled_and_the_session_continues(home: Path, llm_server) -> None:
     with ChatSession(model=llm_server.model, api_base=llm_server.api_base, max_steps=2, max_tokens=48) as chat:
         reply = chat.send("Which kernels can you optimize? Use a tool.")
         assert reply.messages, "every turn shows something"

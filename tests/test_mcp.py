@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -145,7 +144,7 @@ def test_http_transport_serves_on_loopback(tmp_path: Path) -> None:
 
 def test_unknown_transport_is_a_usage_error() -> None:
     result = subprocess.run([sys.executable, "-m", "kernelcast.cli", "mcp", "--transport", "carrier-pigeon"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+                            cwd=ROOT, capture_output=True, text=True, check=False, timeout=60)
     assert result.returncode == 2
     assert "--transport must be 'stdio' or 'http'" in result.stderr
 
