@@ -61,7 +61,10 @@ def sample_points(t: Task, k: int, seed: int = 0) -> list[dict[str, Any]]:
     def size(p: dict[str, Any]) -> float:
         return float(np.prod([float(v) for v in p.values()]))
 
-    chosen = [dict(t.spec.template.default), max(space, key=size), min(space, key=size)]
+    chosen: list[dict[str, Any]] = []
+    for point in (dict(t.spec.template.default), max(space, key=size), min(space, key=size)):
+        if point not in chosen:
+            chosen.append(point)
     rest = [p for p in space if p not in chosen]
     chosen += random.Random(seed).sample(rest, k - len(chosen))
     return chosen

@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tools.backends.opencl import _trim  # one trimming rule for every compiler log
+from tools.backends.base import trim_log  # one trimming rule for every compiler log
 
 DEFAULT_ARCH = "sm_90"  # H100/H200
 DEFAULT_TIMEOUT_S = 120.0
@@ -66,4 +66,4 @@ def compile_check(source: str, options: list[str] | None = None, arch: str = DEF
         ok = proc.returncode == 0 and out.exists()
         if not ok and not log.strip():
             log = f"nvcc exited with status {proc.returncode} and printed nothing"
-        return ok, _trim(log)
+        return ok, trim_log(log)

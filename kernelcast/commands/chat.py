@@ -50,7 +50,7 @@ def chat(
 
     with ChatSession(model=model, session_id=session, max_steps=max_steps, on_event=progress) as chat_session:
         history = chat_session.history()
-        state = f"resumed ({len(history)} messages)" if history else "new"
+        state = f"resumed, {len(history)} messages" if history else "new"
         console.print(f"[bold]kernelcast chat[/] — session {chat_session.session_id} ({state}), model "
                       f"{chat_session.model or 'none: slash commands only'}. /help for commands, /quit to leave.",
                       highlight=False)

@@ -18,6 +18,13 @@ from tools.measurement import HardwareSpec
 
 GUARD_BYTES = 4096  # canary zone before and after every buffer
 GUARD_BYTE = 0xA5
+MAX_LOG_CHARS = 4000
+
+
+def trim_log(text: str) -> str:
+    """Compiler and runtime logs fed back to generators: head and tail of long ones."""
+    text = text.strip()
+    return text if len(text) <= MAX_LOG_CHARS else text[: MAX_LOG_CHARS // 2] + "\n...\n" + text[-MAX_LOG_CHARS // 2:]
 
 
 class CompileError(RuntimeError):

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from tools.backends.base import GUARD_BYTE, GUARD_BYTES, CompileError, DeviceRuntimeError, Runner
-from tools.backends.opencl import _trim  # one trimming rule for every compiler log
+from tools.backends.base import trim_log  # one trimming rule for every compiler log
 from tools.measurement import HardwareSpec
 
 DEFAULT_BLOCK = 256
@@ -256,7 +256,7 @@ class CudaRunner(Runner):
         if sticky:
             self._poisoned = message
             message += " (kernel fault: the CUDA context was reset)"
-        return DeviceRuntimeError(_trim(message))
+        return DeviceRuntimeError(trim_log(message))
 
     # ---- Runner interface ----------------------------------------------------------
     def hardware_spec(self) -> HardwareSpec:
@@ -276,15 +276,15 @@ class CudaRunner(Runner):
                 warnings.simplefilter("ignore")
                 module = SourceModule(ensure_c_linkage(source, entry), options=list(options), no_extern_c=True)
         except self.drv.CompileError as exc:
-            raise CompileError(_trim(_compile_log(exc))) from None
+            raise CompileError(trim_log(_compile_log(exc))) from None
         except OSError as exc:
             raise DeviceRuntimeError(f"cannot run nvcc (is the CUDA toolkit on PATH?): {exc}") from None
         except self.drv.Error as exc:  # e.g. loading a cubin the device cannot run
-            raise CompileError(_trim(f"the compiled module could not be loaded: {exc}")) from None
+            raise CompileError(trim_log(f"the compiled module could not be loaded: {exc}")) from None
         try:
             function = module.get_function(entry)
         except self.drv.Error as exc:
-            raise CompileError(f"kernel {entry!r} not found in the compiled module: {_trim(str(exc))}") from None
+            raise CompileError(f"kernel {entry!r} not found in the compiled module: {trim_log(str(exc))}") from None
         kernel = _Kernel(module, function, entry, self._generation)
         self._kernels[key] = kernel
         return kernel, False, (time.perf_counter() - start) * 1e3

@@ -10,10 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from tools.backends.base import GUARD_BYTE, GUARD_BYTES, CompileError, DeviceRuntimeError, Runner
+from tools.backends.base import GUARD_BYTE, GUARD_BYTES, CompileError, DeviceRuntimeError, Runner, trim_log
 from tools.measurement import HardwareSpec
 
-MAX_LOG_CHARS = 4000
 
 
 def _cl():
@@ -125,11 +124,11 @@ class OpenCLRunner(Runner):
                 warnings.simplefilter("ignore")
                 program = self.cl.Program(self.context, source).build(options=list(options))
         except self.cl.Error as exc:
-            raise CompileError(_trim(str(exc))) from None
+            raise CompileError(trim_log(str(exc))) from None
         try:
             kernel = self.cl.Kernel(program, entry)
         except self.cl.Error as exc:
-            raise CompileError(f"kernel {entry!r} not found in the compiled program: {_trim(str(exc))}") from None
+            raise CompileError(f"kernel {entry!r} not found in the compiled program: {trim_log(str(exc))}") from None
         self._kernels[key] = kernel
         return kernel, False, (time.perf_counter() - start) * 1e3
 
@@ -169,13 +168,8 @@ class OpenCLRunner(Runner):
             event.wait()
             return float(event.profile.end - event.profile.start)
         except cl.Error as exc:
-            raise DeviceRuntimeError(_trim(str(exc))) from None
+            raise DeviceRuntimeError(trim_log(str(exc))) from None
 
     def release(self, buf: _Buf) -> None:
         buf.sub.release()
         buf.parent.release()
-
-
-def _trim(text: str) -> str:
-    text = text.strip()
-    return text if len(text) <= MAX_LOG_CHARS else text[: MAX_LOG_CHARS // 2] + "\n...\n" + text[-MAX_LOG_CHARS // 2:]
