@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, Field, field_validator
@@ -21,6 +21,9 @@ from agents.bins import NUM_BINS, expected_bin, expected_log_speedup, normalized
 from tools.candidate import Candidate
 from tools.measurement import HardwareSpec
 from tools.task import Task
+
+if TYPE_CHECKING:
+    from tools.store import Store
 
 
 class Provenance(BaseModel):
@@ -120,6 +123,15 @@ class Forecast(BaseModel):
         name = task if isinstance(task, str) else task.name
         return self.model_copy(update={"task": name, "candidate_hash": candidate.hash})
 
+
+
+def record_forecast(store: "Store", forecast: Forecast, task: str, candidate_hash: str, device: str,
+                    run_id: str | None = None) -> int:
+    """Write a forecast to the store (one row per forecast; calibration joins it with measurements later)."""
+    prov = forecast.provenance
+    return store.add_forecast(task, candidate_hash, device, prov.forecaster, prov.model or "",
+                              list(forecast.probabilities), forecast.predicted_bin, forecast.confidence,
+                              forecast.failed, forecast.reasoning, prov.model_dump(), run_id=run_id)
 
 
 @runtime_checkable

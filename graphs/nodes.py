@@ -12,7 +12,7 @@ import copy
 import math
 from typing import Any
 
-from agents.forecast import Forecast
+from agents.forecast import Forecast, record_forecast
 from agents.generator import GenerationContext
 from graphs import puct
 from graphs.context import RunContext
@@ -146,10 +146,7 @@ class SearchNodes:
                                       "confidence": fc.confidence, "expected_log_speedup": fc.expected_log_speedup,
                                       "failed": fc.failed}
             expected[key] = fc.expected_log_speedup
-            prov = fc.provenance
-            ctx.store.add_forecast(ctx.task.name, key, ctx.hardware.key, prov.forecaster, prov.model or "",
-                                   list(fc.probabilities), fc.predicted_bin, fc.confidence, fc.failed,
-                                   fc.reasoning, prov.model_dump(), run_id=ctx.run_id)
+            record_forecast(ctx.store, fc, ctx.task.name, key, ctx.hardware.key, run_id=ctx.run_id)
         for key, prior in puct.rank_priors(expected).items():
             nodes[key]["prior"] = prior
         ctx.emit("forecast", {"n": len(keys), "failed": sum(1 for f in forecasts if f.failed)}, state["parent"],

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from kernelcast.settings import get_settings
@@ -20,6 +22,19 @@ if TYPE_CHECKING:
 def open_store(path: str | Path | None = None) -> Store:
     """The database named by settings (``KERNELCAST_DB`` / ``KERNELCAST_HOME``) unless a path is given."""
     return Store(path or get_settings().db_path)
+
+
+@contextmanager
+def store_scope(store: Store | None) -> Iterator[Store]:
+    """The given store, or one opened from settings and closed afterwards."""
+    if store is not None:
+        yield store
+        return
+    own = open_store()
+    try:
+        yield own
+    finally:
+        own.close()
 
 
 def as_task(task: str | Path | Task) -> Task:
@@ -54,20 +69,17 @@ def measure(task: str | Path | Task, candidate: Candidate | str | Path | None = 
     cfg = config or MeasureConfig(sizes=sizes, timeout_s=settings.measure_timeout_s)
     own_worker = worker is None
     worker = worker or MeasurementWorker(backend or backend_for(task_obj), device or settings.device)
-    own_store = store is None
-    store = store or open_store()
     try:
-        result = worker.measure(task_obj, cand, cfg)
-        store.upsert_task(task_obj)
-        store.upsert_device(worker.hardware_spec())
-        store.add_candidate(cand)
-        store.add_measurement(result)
-        return result
+        with store_scope(store) as db:
+            result = worker.measure(task_obj, cand, cfg)
+            db.upsert_task(task_obj)
+            db.upsert_device(worker.hardware_spec())
+            db.add_candidate(cand)
+            db.add_measurement(result)
+            return result
     finally:
         if own_worker:
             worker.close()
-        if own_store:
-            store.close()
 
 
 def hardware(backend: str = "opencl", device: str | None = None) -> HardwareSpec:
@@ -92,14 +104,9 @@ def optimize(task: str | Path, *, budget: int = 24, router: str = "selective", t
                        forecaster=forecaster, model=model or settings.model, backend=settings.backend,
                        device=device or settings.device, seed=seed, sizes=sizes,  # type: ignore[arg-type]
                        measure_per_round=measure_per_round, **extra)
-    own = store is None
-    store = store or open_store()
-    try:
-        return start_run(config, store, settings.home, on_event=on_event, measure_timeout_s=settings.measure_timeout_s,
+    with store_scope(store) as db:
+        return start_run(config, db, settings.home, on_event=on_event, measure_timeout_s=settings.measure_timeout_s,
                          api_base=settings.api_base)
-    finally:
-        if own:
-            store.close()
 
 
 def resume(run_id: str, *, store: Store | None = None, on_event: Any = None) -> "RunResult":
@@ -107,14 +114,9 @@ def resume(run_id: str, *, store: Store | None = None, on_event: Any = None) -> 
     from graphs.run import resume_run
 
     settings = get_settings()
-    own = store is None
-    store = store or open_store()
-    try:
-        return resume_run(run_id, store, settings.home, on_event=on_event, measure_timeout_s=settings.measure_timeout_s,
+    with store_scope(store) as db:
+        return resume_run(run_id, db, settings.home, on_event=on_event, measure_timeout_s=settings.measure_timeout_s,
                           api_base=settings.api_base)
-    finally:
-        if own:
-            store.close()
 
 
 def forecast(task: str | Path | Task, candidate: Candidate | str | Path | None = None,
@@ -123,28 +125,21 @@ def forecast(task: str | Path | Task, candidate: Candidate | str | Path | None =
              record: bool = True) -> "Forecast":
     """Forecast a candidate's speedup distribution without measuring it (and record the forecast)."""
     from agents.factory import make_forecaster
+    from agents.forecast import record_forecast
 
     settings = get_settings()
     task_obj = as_task(task)
     cand = make_candidate(task_obj, candidate, params)
-    own = store is None
-    store = store or open_store()
-    try:
-        spec = hardware_spec or _known_hardware(store, backend_for(task_obj), device or settings.device)
-        agent = make_forecaster(forecaster, store=store, device=spec.key, model=model or settings.model,
+    with store_scope(store) as db:
+        spec = hardware_spec or _known_hardware(db, backend_for(task_obj), device or settings.device)
+        agent = make_forecaster(forecaster, store=db, device=spec.key, model=model or settings.model,
                                 api_base=settings.api_base)
         result = agent.forecast(task_obj, cand, spec)
         if record:
-            store.upsert_task(task_obj)
-            store.add_candidate(cand)
-            prov = result.provenance
-            store.add_forecast(task_obj.name, cand.hash, spec.key, prov.forecaster, prov.model or "",
-                               list(result.probabilities), result.predicted_bin, result.confidence, result.failed,
-                               result.reasoning, prov.model_dump())
+            db.upsert_task(task_obj)
+            db.add_candidate(cand)
+            record_forecast(db, result, task_obj.name, cand.hash, spec.key)
         return result
-    finally:
-        if own:
-            store.close()
 
 
 def _known_hardware(store: Store, backend: str, device: str | None) -> HardwareSpec:
