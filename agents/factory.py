@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,37 @@ def llm_client(model: str | None, api_base: str | None = None, api_key: str | No
                      api_key=api_key or os.environ.get("KERNELCAST_API_KEY"))
 
 
+SEED_DATASET = Path(__file__).parent / "data" / "seed_pairs.jsonl.gz"
+
+
+def learned_forecaster(store: "Store | None", device: str | None, exclude_task: str | None = None,
+                       seed_path: Path = SEED_DATASET) -> Forecaster:
+    """Train on the store's measured pairs for this device; while the store holds fewer than the
+    model needs, add the shipped seed dataset's pairs measured on the same device."""
+    from agents.learned_forecaster import MIN_SAMPLES, LearnedForecaster, training_set
+    from tools.store import Store
+
+    if store is None:
+        return UninformativeForecaster("learned forecaster without a store")
+    pairs = store.measured_pairs(device=device, sizes="full")
+    devices = store.devices()
+    seeded = False
+    if len(pairs) < MIN_SAMPLES and seed_path.exists():
+        seed_pairs, seed_devices = Store.read_pairs(seed_path)
+        known = {(m.candidate_hash, m.device) for _, m in pairs}
+        extra = [(c, m) for c, m in seed_pairs if (device is None or m.device == device)
+                 and (m.candidate_hash, m.device) not in known]
+        seeded = bool(extra)
+        pairs = pairs + extra
+        devices = {**seed_devices, **devices}
+    data = training_set(pairs, hardware=devices)
+    if exclude_task is not None:
+        data = data.subset([t != exclude_task for t in data.tasks])
+    model = LearnedForecaster().fit(data)
+    model.seeded = seeded
+    return model
+
+
 def make_generator(name: str, worker: "MeasurementWorker | None" = None, model: str | None = None,
                    api_base: str | None = None) -> Generator:
     if name == "offline":
@@ -59,14 +91,7 @@ def make_forecaster(name: str, store: "Store | None" = None, device: str | None 
                     api_base: str | None = None, exclude_task: str | None = None) -> Forecaster:
     """``learned`` trains on the store's measured pairs (uninformative until it has enough data)."""
     if name == "learned":
-        from agents.learned_forecaster import LearnedForecaster, training_set
-
-        if store is None:
-            return UninformativeForecaster("learned forecaster without a store")
-        data = training_set(store.measured_pairs(device=device, sizes="full"), hardware=store.devices())
-        if exclude_task is not None:
-            data = data.subset([t != exclude_task for t in data.tasks])
-        return LearnedForecaster().fit(data)
+        return learned_forecaster(store, device, exclude_task)
     if name == "llm":
         from agents.llm_forecaster import LLMForecaster
 

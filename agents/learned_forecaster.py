@@ -116,6 +116,7 @@ class LearnedForecaster:
         self.model: RandomForestClassifier | None = None
         self.calibrator: Calibrator | None = None
         self.n_train = 0
+        self.seeded = False  # trained partly on the shipped seed dataset
 
     @property
     def trained(self) -> bool:
@@ -124,6 +125,7 @@ class LearnedForecaster:
     @property
     def model_name(self) -> str:
         cal = f", {self.calibrator.description}" if self.calibrator else ""
+        cal += ", incl. seed dataset" if self.seeded else ""
         return f"random-forest (n={self.n_train}{cal})"
 
     # ---- training ---------------------------------------------------------------------

@@ -255,6 +255,49 @@ class Store:
             out.append(r)
         return out
 
+    # ---- portable datasets ---------------------------------------------------------------
+    def export_pairs(self, path: str | Path, device: str | None = None) -> int:
+        """Measured pairs (+ the specs of their devices) as gzipped JSON lines, to seed another store."""
+        import gzip
+
+        devices = self.devices()
+        pairs = self.measured_pairs(device=device, sizes="full")
+        with gzip.open(path, "wt") as fh:
+            for cand, m in pairs:
+                spec = devices.get(m.device)
+                fh.write(json.dumps({"candidate": cand.model_dump(), "measurement": m.model_dump(mode="json"),
+                                     "device": spec.model_dump() if spec else None}) + "\n")
+        return len(pairs)
+
+    @staticmethod
+    def read_pairs(path: str | Path) -> tuple[list[tuple[Candidate, Measurement]], dict[str, HardwareSpec]]:
+        import gzip
+
+        pairs, devices = [], {}
+        with gzip.open(path, "rt") as fh:
+            for line in fh:
+                row = json.loads(line)
+                m = Measurement.model_validate(row["measurement"])
+                pairs.append((Candidate.model_validate(row["candidate"]), m))
+                if row.get("device"):
+                    devices[m.device] = HardwareSpec.model_validate(row["device"])
+        return pairs, devices
+
+    def import_pairs(self, path: str | Path) -> int:
+        """Load an exported dataset; pairs already present (same candidate, device, time) are skipped."""
+        pairs, devices = self.read_pairs(path)
+        for spec in devices.values():
+            self.upsert_device(spec)
+        have = {(m.candidate_hash, m.device, m.created_at) for m in self.measurements()}
+        added = 0
+        for cand, m in pairs:
+            if (m.candidate_hash, m.device, m.created_at) in have:
+                continue
+            self.add_candidate(cand)
+            self.add_measurement(m)
+            added += 1
+        return added
+
     def integrity_ok(self) -> bool:
         return self.db.execute("pragma integrity_check").fetchone()[0] == "ok"
 

@@ -62,3 +62,20 @@ def build(
         fail(str(exc), EXIT_DEVICE)
     console.print(f"{made} new measurements ({counts['correct']} correct, {counts['failed']} failed) in "
                   f"{Path(settings.db_path)}")
+
+
+@app.command("export")
+def export(path: Path = typer.Argument(..., help="output .jsonl.gz"),
+           device: str | None = typer.Option(None, "--device-key", help="only this device key")) -> None:
+    """Write the store's measured pairs (with device specs) to a portable gzipped JSON-lines file."""
+    n = api.open_store().export_pairs(path, device)
+    console.print(f"exported {n} measured pairs to {path}")
+
+
+@app.command("import")
+def import_(path: Path = typer.Argument(..., help="a file written by `kernelcast dataset export`")) -> None:
+    """Load measured pairs from another store (skips pairs already present)."""
+    if not path.exists():
+        fail(f"{path} not found")
+    n = api.open_store().import_pairs(path)
+    console.print(f"imported {n} measured pairs from {path}")
