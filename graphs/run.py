@@ -19,7 +19,7 @@ class RunError(RuntimeError):
     """A run cannot be started or resumed (unknown id, finished already, bad config)."""
 
 
-def _context(run_id: str, config: RunConfig, store: Store, home: Path, worker: MeasurementWorker,
+def build_context(run_id: str, config: RunConfig, store: Store, home: Path, worker: MeasurementWorker,
              on_event: ProgressCallback | None, measure_timeout_s: float, api_base: str | None) -> RunContext:
     task = resolve_task(config.task)
     hardware = worker.hardware_spec()
@@ -43,7 +43,7 @@ def start_run(config: RunConfig, store: Store, home: Path, *, on_event: Progress
         hardware = worker.hardware_spec()
         run_id = store.create_run(task.name, hardware.key, config.model_dump(), config.budget, run_id=run_id)
         store.update_run(run_id, folder=str(home / "runs" / run_id))
-        ctx = _context(run_id, config, store, home, worker, on_event, measure_timeout_s, api_base)
+        ctx = build_context(run_id, config, store, home, worker, on_event, measure_timeout_s, api_base)
         return execute(ctx, home / "checkpoints.db")
 
 
@@ -54,7 +54,7 @@ def resume_run(run_id: str, store: Store, home: Path, *, on_event: ProgressCallb
         raise RunError(f"no run with id {run_id!r} (see `kernelcast runs`)")
     config = RunConfig.model_validate(row["config"])
     with MeasurementWorker(config.backend, config.device) as worker:
-        ctx = _context(row["id"], config, store, home, worker, on_event, measure_timeout_s, api_base)
+        ctx = build_context(row["id"], config, store, home, worker, on_event, measure_timeout_s, api_base)
         store.update_run(row["id"], status="running")
         return execute(ctx, home / "checkpoints.db", resume=True)
 

@@ -1,0 +1,35 @@
+"""Entry point for LangGraph tooling (``langgraph.json``): the optimization graph for one task.
+
+The platform supplies its own checkpointer; the run id is the thread id. Options come from
+``config["configurable"]`` with the same names as :class:`graphs.config.RunConfig`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from graphs.config import RunConfig
+from graphs.graph import build_graph
+
+
+def make_graph(config: dict[str, Any] | None = None) -> Any:
+    from graphs.run import build_context
+    from tools.store import Store
+    from tools.worker import MeasurementWorker
+
+    home = Path(os.environ.get("KERNELCAST_HOME", ".kernelcast"))
+    db = Path(os.environ.get("KERNELCAST_DB", home / "kernelcast.db"))
+    options = dict((config or {}).get("configurable", {}))
+    run_id = str(options.pop("thread_id", "studio"))
+    run_config = RunConfig.model_validate({"task": "gemm", **{k: v for k, v in options.items()
+                                                              if k in RunConfig.model_fields}})
+    store = Store(db)
+    worker = MeasurementWorker(run_config.backend, run_config.device)
+    hardware = worker.hardware_spec()
+    if store.run(run_id) is None:
+        store.create_run(run_config.task, hardware.key, run_config.model_dump(), run_config.budget, run_id=run_id)
+    ctx = build_context(run_id, run_config, store, home, worker, None,
+                        float(os.environ.get("KERNELCAST_MEASURE_TIMEOUT_S", "120")), os.environ.get("KERNELCAST_API_BASE"))
+    return build_graph(ctx).compile()

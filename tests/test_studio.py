@@ -1,0 +1,24 @@
+"""langgraph.json points LangGraph tooling at a graph factory that builds the real graph."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_langgraph_json_names_the_graph_factory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = json.loads((ROOT / "langgraph.json").read_text())
+    module_path, func = spec["graphs"]["optimize"].split(":")
+    assert (ROOT / module_path).exists() and func == "make_graph"
+    monkeypatch.setenv("KERNELCAST_HOME", str(tmp_path))
+    from graphs.studio import make_graph
+
+    graph = make_graph({"configurable": {"task": "saxpy", "budget": 3, "sizes": "small", "forecaster": "none",
+                                         "thread_id": "studio-test"}})
+    nodes = set(graph.get_graph().nodes)
+    assert {"select", "generate", "forecast", "route", "measure", "backup", "verify", "report"} <= nodes
+    assert (tmp_path / "kernelcast.db").exists()
