@@ -21,7 +21,7 @@ import joblib
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.feature_extraction import DictVectorizer
-from sklearn.model_selection import KFold, StratifiedKFold
+from sklearn.model_selection import GroupKFold, KFold, StratifiedKFold
 
 from agents.bins import LOG_BIN_CENTERS, NUM_BINS
 from agents.calibration import Calibrator
@@ -148,7 +148,7 @@ class LearnedForecaster:
             return self
         y = np.asarray(data.bins)
         if self.calibrate:
-            oof = self._out_of_fold(data.features, y)
+            oof = self._out_of_fold(data.features, y, data.tasks)
             self.calibrator = Calibrator.fit(oof, y)
         self.vectorizer, self.model = self._train(data.features, y)
         return self
@@ -162,12 +162,18 @@ class LearnedForecaster:
         model.fit(X, y)
         return vectorizer, model
 
-    def _out_of_fold(self, feats: Sequence[Features], y: np.ndarray) -> np.ndarray:
-        counts = Counter(y.tolist())
-        splitter = (StratifiedKFold if min(counts.values()) >= self.n_folds else KFold)(
-            n_splits=self.n_folds, shuffle=True, random_state=self.random_state)
+    def _out_of_fold(self, feats: Sequence[Features], y: np.ndarray, tasks: Sequence[str] = ()) -> np.ndarray:
+        """Held-out predictions for calibration. With several tasks the folds hold out whole tasks, so the
+        temperature reflects the uncertainty of forecasting a kernel the model has not seen."""
+        groups = np.asarray(tasks)
         oof = np.zeros((len(y), NUM_BINS))
-        for train, test in splitter.split(np.zeros(len(y)), y):
+        if len(set(tasks)) >= 3:
+            splits = GroupKFold(n_splits=min(self.n_folds, len(set(tasks)))).split(np.zeros(len(y)), y, groups)
+        else:
+            counts = Counter(y.tolist())
+            splits = (StratifiedKFold if min(counts.values()) >= self.n_folds else KFold)(
+                n_splits=self.n_folds, shuffle=True, random_state=self.random_state).split(np.zeros(len(y)), y)
+        for train, test in splits:
             vectorizer, model = self._train([feats[i] for i in train], y[train])
             oof[test] = _raw_proba(model, _vectorize(vectorizer, [feats[i] for i in test]))
         return oof

@@ -46,8 +46,6 @@ def test_learned_forecaster_uses_the_seed_only_for_its_device(tmp_path: Path) ->
 
 
 def test_shipped_seed_dataset_is_readable() -> None:
-    if not SEED_DATASET.exists():
-        return
     pairs, devices = Store.read_pairs(SEED_DATASET)
     assert len(pairs) >= 100 and devices
     assert all(m.sizes == "full" for _, m in pairs)
