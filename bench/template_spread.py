@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -23,12 +22,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
+from rich.console import Console
+from rich.table import Table
 
-from tools.measurement import Measurement, MeasureConfig  # noqa: E402
-from tools.task import Task, builtin_task_paths, load_task  # noqa: E402
-from tools.worker import MeasurementWorker  # noqa: E402
+from tools.measurement import MeasureConfig, Measurement
+from tools.task import Task, builtin_task_paths, load_task
+from tools.worker import MeasurementWorker
 
 
 def parse_point(text: str, task: Task) -> dict[str, Any]:
@@ -67,7 +66,7 @@ def fmt_point(point: dict[str, Any]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("tasks", nargs="*", help="built-in task names (default: every task with a template)")
+    parser.add_argument("tasks", nargs="*", help="built-in task names (default: every OpenCL task with a template)")
     parser.add_argument("-n", "--points", type=int, default=6, help="random template points per task")
     parser.add_argument("-s", "--seed", type=int, default=0, help="seed for picking points")
     parser.add_argument("-p", "--point", action="append", default=[], help="explicit point A=1,B=2 (repeatable)")
@@ -76,7 +75,9 @@ def main() -> int:
     args = parser.parse_args()
 
     paths = builtin_task_paths()
-    names = args.tasks or [n for n, p in paths.items() if load_task(p).spec.template is not None]
+    # the worker measures on OpenCL; CUDA built-ins (``*_cuda``) need the CUDA backend
+    names = args.tasks or [n for n, p in paths.items()
+                           if (t := load_task(p)).spec.template is not None and t.spec.language == "opencl"]
     console = Console()
     table = Table(title=f"template spread at {args.sizes} size (speedup = median_ref / median_cand)")
     for col in ("task", "space", "ref ms", "point", "status", "cand ms", "speedup"):

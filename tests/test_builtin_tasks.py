@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from numpy_refs import NUMPY_REFS
+
 from tools.candidate import check_signature
 from tools.expr import evaluate
 from tools.harness import buffer_count, make_inputs, scalar_values

@@ -37,7 +37,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("KERNELCAST_HOME", str(home))
         get_settings.cache_clear()
-        made = {router: api.optimize("saxpy", budget=5, router=router, sizes="small", measure_per_round=2).run_id
+        made = {router: api.optimize("saxpy", budget=5, router=router, sizes="small", measure_per_round=2,
+                                     forecaster="none").run_id
                 for router in ("measure-all", "topk")}
         yield made
     get_settings.cache_clear()
@@ -144,7 +145,7 @@ def test_confusion_and_reliability_come_from_this_runs_forecasts(runs: dict[str,
         before = load_run(store, run_id)
         measured = {m.candidate_hash: m.bin() for m in before.measurements}
         assert before.pairs, "topk forecasts every child, so its measured children have forecasts"
-        assert all(p.failed for p in before.pairs), "an untrained learned forecaster is uninformative"
+        assert all(p.failed for p in before.pairs), "the 'none' forecaster is uninformative"
         counts = confusion_counts(before.pairs)
         assert counts[NUM_BINS].sum() == len(before.pairs) and counts[:NUM_BINS].sum() == 0
         assert reliability(before.pairs) == ([], None)
