@@ -30,10 +30,12 @@ class RunConfig(BaseModel):
 
     @property
     def n_children(self) -> int:
-        """Measure-all proposes k per round (every child is measured); surrogate routers propose 4k."""
+        """Children per expansion: measure-all k (all measured), topk 4k (the paper's 16 forecast / 4 measured),
+        selective 8k (forecasts are cheap; uncertain ones compete for the k measurements)."""
         if self.children_per_round:
             return self.children_per_round
-        return self.measure_per_round if self.router == "measure-all" else 4 * self.measure_per_round
+        factor = {"measure-all": 1, "topk": 4}.get(self.router, 8)
+        return factor * self.measure_per_round
 
     @property
     def rounds_limit(self) -> int:
