@@ -101,7 +101,7 @@ def main() -> int:
                 speed = f"{m.speedup:.2f}x" if m.speedup is not None else "-"
                 if m.speedup is not None:
                     speedups.append(m.speedup)
-                status = m.status.value + (" [" + ",".join(short_flag(f) for f in m.flags) + "]" if m.flags else "")
+                status = m.status.value + (" (" + ", ".join(short_flag(f) for f in m.flags) + ")" if m.flags else "")
                 if m.status.value != "correct" and m.reason:
                     status += ": " + m.reason.splitlines()[0][:60]
                 table.add_row(name if i == 0 else "", str(len(task.param_space())) if i == 0 else "", ref_ms,
