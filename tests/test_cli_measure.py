@@ -59,3 +59,13 @@ def test_devices_json(tmp_path: Path) -> None:
     assert out.returncode == 0
     devices = json.loads(out.stdout)
     assert devices and devices[0]["backend"] == "opencl" and devices[0]["compute_units"] >= 1
+
+
+def test_hand_written_gemm_candidate_is_correct_and_faster(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[1] / "examples" / "gemm_blocked.cl"
+    out = kc(tmp_path, "measure", "gemm", "--candidate", str(example), "--global", "N / 8,M / 4", "--local", "8,4",
+             "--sizes", "small", "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["status"] == "correct" and result["seeds"] == [0, 1, 2]
+    assert result["speedup"] > 1.0
