@@ -11,6 +11,7 @@ from rich.table import Table
 from kernelcast import api
 from kernelcast.commands.measure import parse_params
 from kernelcast.console import console, fail
+from kernelcast.settings import get_settings
 from tools.bins import BIN_NAMES, bin_label
 from tools.candidate import candidate_from_file
 from tools.task import TaskError
@@ -62,7 +63,7 @@ def calibration(
     forecaster: str | None = typer.Option(None, "--forecaster", "-f", help="only this forecaster's forecasts"),
     model: str | None = typer.Option(None, "--model"),
     task: str | None = typer.Option(None, "--task"),
-    out: Path = typer.Option(Path("calibration"), "--out", help="folder for the PNGs"),
+    out: Path | None = typer.Option(None, "--out", help="folder for the PNGs (default <KERNELCAST_HOME>/calibration)"),
 ) -> None:
     """Score stored forecasts against measurements (table) and write reliability and risk-coverage plots."""
     from kernelcast.calibration_report import evaluate, load_pairs, write_plots
@@ -86,5 +87,5 @@ def calibration(
     table.add_row("left out: failed measurements / failed forecasts",
                   f"{data.failed_measurements} / {data.failed_forecasts}")
     console.print(table)
-    for path in write_plots(data, out, label):
+    for path in write_plots(data, out or get_settings().home / "calibration", label):
         console.print(f"wrote {path}")
