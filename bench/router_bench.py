@@ -216,6 +216,9 @@ def main() -> None:
     console.print(f"selective wins or ties measure-all (within {args.tolerance:.0%}) on {wins} of {len(rows)} tasks; "
                   f"median fraction of the budget to reach measure-all's best: "
                   f"{statistics.median(fractions):.0%}" if fractions else "n/a")
+    own = [row["selective"]["to_own_best"] for row in rows]
+    console.print(f"selective found its own final best after a median {statistics.median(own):g} of "
+                  f"{args.budget} measurements")
     console.print(f"median candidates considered per measurement (selective): {statistics.median(per_meas):.1f}"
                   + (f"; triad bandwidth {triad:.1f} GB/s" if triad else ""))
     console.print(f"runs and results.json in {out}")
