@@ -9,11 +9,10 @@ import typer
 from rich.table import Table
 
 from kernelcast import api
-from kernelcast.commands.measure import parse_params
+from kernelcast.commands.measure import candidate_from_options
 from kernelcast.console import console, fail
 from kernelcast.settings import get_settings
 from tools.bins import BIN_NAMES, bin_label
-from tools.candidate import candidate_from_file
 from tools.task import TaskError
 
 app = typer.Typer()
@@ -24,6 +23,9 @@ def forecast(
     task: str = typer.Argument(..., help="built-in task name or path to a task.toml"),
     candidate: str | None = typer.Option(None, "--candidate", "-c", help="kernel source or candidate .json"),
     params: list[str] = typer.Option([], "--params", "-p", help="template point NAME=VALUE (repeatable)"),
+    global_size: str | None = typer.Option(None, "--global", help="global size expressions, comma separated"),
+    local_size: str | None = typer.Option(None, "--local", help="local size expressions, comma separated"),
+    build_options: str = typer.Option("", "--options", help="build options for the candidate"),
     forecaster: str = typer.Option("learned", "--forecaster", "-f", help="learned | llm | llm-logprobs"),
     model: str | None = typer.Option(None, "--model", help="litellm model string (LLM forecasters)"),
     device: str | None = typer.Option(None, "--device", "-d"),
@@ -32,8 +34,7 @@ def forecast(
     """Forecast a candidate's speedup distribution over the 8 bins, without measuring it."""
     try:
         task_obj = api.as_task(task)
-        cand = (candidate_from_file(candidate, task_obj) if candidate
-                else api.make_candidate(task_obj, None, parse_params(params) if params else None))
+        cand = candidate_from_options(task_obj, candidate, params, global_size, local_size, build_options)
         result = api.forecast(task_obj, cand, forecaster=forecaster, model=model, device=device)
     except (TaskError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))

@@ -36,6 +36,15 @@ def parse_params(items: list[str]) -> dict[str, int | float | str]:
     return out
 
 
+def candidate_from_options(task_obj, candidate: str | None, params: list[str], global_size: str | None,  # noqa: ANN001
+                           local_size: str | None, build_options: str) -> Candidate:
+    """The candidate named on the command line: a file (with optional geometry), a template point, or the reference."""
+    if candidate:
+        return candidate_from_file(candidate, task_obj, global_size.split(",") if global_size else None,
+                                   local_size.split(",") if local_size else None, build_options.split())
+    return api.make_candidate(task_obj, None, parse_params(params) if params else None)
+
+
 def measurement_table(m: Measurement, candidate: Candidate) -> Table:
     table = Table(title=f"{m.task} · candidate {candidate.short} · {m.device} · {m.sizes} size")
     for col in ("status", "ref median", "cand median", "cand CV", "speedup", "bin", "flags"):
@@ -68,11 +77,7 @@ def measure(
     """Measure the reference (and a candidate) on the device, store the result, print it."""
     try:
         task_obj = api.as_task(task)
-        if candidate:
-            cand = candidate_from_file(candidate, task_obj, global_size.split(",") if global_size else None,
-                                       local_size.split(",") if local_size else None, build_options.split())
-        else:
-            cand = api.make_candidate(task_obj, None, parse_params(params) if params else None)
+        cand = candidate_from_options(task_obj, candidate, params, global_size, local_size, build_options)
     except (TaskError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     if sizes not in ("full", "small"):
