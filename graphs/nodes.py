@@ -17,7 +17,7 @@ from agents.generator import GenerationContext
 from graphs import puct
 from graphs.context import RunContext
 from graphs.routing import RoutingInput
-from graphs.state import NodeRecord, SearchState
+from graphs.state import NodeRecord, SearchState, outcome_counts
 from tools.candidate import Candidate
 from tools.measurement import Measurement
 
@@ -37,10 +37,10 @@ class SearchNodes:
     # ---- helpers ------------------------------------------------------------------
     def spent(self) -> int:
         """Budget spent, from the store: the only count that survives a kill."""
-        return len(self.ctx.store.measurements(run_id=self.ctx.run_id))
+        return self.ctx.store.measurement_totals(self.ctx.run_id)[0]
 
     def device_seconds(self) -> float:
-        return sum((m.wall_ms or 0.0) for m in self.ctx.store.measurements(run_id=self.ctx.run_id)) / 1e3
+        return self.ctx.store.measurement_totals(self.ctx.run_id)[1]
 
     def loop_allowance(self, state: SearchState) -> int:
         """Measurements the search loop may still spend, keeping the verification reserve."""
@@ -55,7 +55,7 @@ class SearchNodes:
     def _measure(self, state_nodes: dict[str, NodeRecord], key: str, phase: str) -> Measurement | None:
         """Measure one candidate unless the store already has this run's measurement of it."""
         ctx = self.ctx
-        existing = [m for m in ctx.store.measurements(run_id=ctx.run_id, candidate_hash=key)]
+        existing = ctx.store.measurements(run_id=ctx.run_id, candidate_hash=key)
         if existing:
             result = existing[-1]
             ctx.emit("reused", {"phase": phase, "reason": "measured before a restart"}, key, store=False)
@@ -227,9 +227,7 @@ class SearchNodes:
         return best, to_best
 
     def progress(self, nodes: dict[str, NodeRecord], best: str | None) -> dict[str, Any]:
-        counts: dict[str, int] = {}
-        for n in nodes.values():
-            counts[n["outcome"]] = counts.get(n["outcome"], 0) + 1
+        counts = outcome_counts(nodes)
         return {"spent": self.spent(), "budget": self.ctx.config.budget, "considered": len(nodes) - 1,
                 "counts": counts, "best_speedup": nodes[best]["speedup"] if best else None}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from graphs.state import NodeRecord, SearchState
+from graphs.state import NodeRecord, SearchState, outcome_counts
 from tools.store import Store
 
 
@@ -48,13 +48,11 @@ def path_to(nodes: dict[str, NodeRecord], key: str) -> list[str]:
 def build_result(state: SearchState, store: Store, run_id: str, task: str, device: str, router: str, budget: int,
                  folder: Path, status: str) -> RunResult:
     nodes = state["nodes"]
-    counts: dict[str, int] = {}
-    for n in nodes.values():
-        counts[n["outcome"]] = counts.get(n["outcome"], 0) + 1
+    counts = outcome_counts(nodes)
     measured = [n for n in nodes.values() if n["outcome"] in ("measured", "verified") and n["speedup"]]
     best = max(measured, key=lambda n: n["speedup"] or 0.0) if measured else None
     result = RunResult(run_id=run_id, task=task, device=device, router=router, budget=budget,
-                       spent=len(store.measurements(run_id=run_id)), status=status,
+                       spent=store.measurement_totals(run_id)[0], status=status,
                        stop_reason=state.get("stop_reason", ""), considered=len(nodes) - 1, counts=counts,
                        measurements_to_best=state.get("measurements_to_best", 0), folder=str(folder))
     if best is not None:

@@ -38,6 +38,14 @@ class NodeRecord(TypedDict):
     exhausted: bool
 
 
+def outcome_counts(nodes: dict[str, NodeRecord]) -> dict[str, int]:
+    """How many nodes ended in each outcome (the root included)."""
+    counts: dict[str, int] = {}
+    for node in nodes.values():
+        counts[node["outcome"]] = counts.get(node["outcome"], 0) + 1
+    return counts
+
+
 class SearchState(TypedDict, total=False):
     run_id: str
     iteration: int

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from kernelcast.settings import get_settings
-from tools.candidate import Candidate, candidate_from_file
+from tools.candidate import Candidate, candidate_from_file, candidate_from_source
 from tools.measurement import HardwareSpec, Measurement, MeasureConfig
 from tools.store import Store
 from tools.task import Task, resolve_task
@@ -53,9 +53,7 @@ def make_candidate(task: Task, candidate: Candidate | str | Path | None = None,
     text = str(candidate)
     if "\n" not in text and Path(text).exists():
         return candidate_from_file(text, task)
-    ref = task.reference()
-    return Candidate(task=task.name, source=text, global_size=ref.global_size, local_size=ref.local_size,
-                     intent="user kernel", generator="user")
+    return candidate_from_source(task, text)
 
 
 def measure(task: str | Path | Task, candidate: Candidate | str | Path | None = None,

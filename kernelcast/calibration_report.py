@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from agents.bins import expected_log_speedup
-from agents.scoring import ScoreSummary, recovered_speedup, risk_coverage, summarize
+from agents.scoring import ScoreSummary, bucket_index, recovered_speedup, risk_coverage, summarize
 from tools.store import Store
 
 RECOVERY_KS = (1.0, 10.0, 50.0)
@@ -70,25 +70,31 @@ def evaluate(data: CalibrationData) -> tuple[ScoreSummary, dict[float, float]]:
     return summarize(data.probabilities, data.true_bins), recovered_by_task(data)
 
 
-def reliability_plot(ax: Any, confidences: np.ndarray, correct: np.ndarray, n_buckets: int = 10,
-                     title: str = "reliability") -> None:
-    """Accuracy per confidence bucket against the diagonal, bar width = bucket, count annotated."""
-    edges = np.linspace(0.0, 1.0, n_buckets + 1)
-    idx = np.clip(np.digitize(confidences, edges[1:-1], right=True), 0, n_buckets - 1)
-    for b in range(n_buckets):
-        mask = idx == b
-        if not mask.any():
-            continue
-        acc = float(correct[mask].mean())
-        ax.bar(edges[b], acc, width=1 / n_buckets, align="edge", color="tab:blue", alpha=0.7, edgecolor="black")
-        ax.text(edges[b] + 0.5 / n_buckets, acc + 0.02, str(int(mask.sum())), ha="center", fontsize=7)
-    ax.plot([0, 1], [0, 1], "k--", label="perfect calibration")
+def reliability_buckets(confidences: np.ndarray, correct: np.ndarray, n_buckets: int = 10) -> list[dict[str, float]]:
+    """Per non-empty confidence bucket (the ECE's buckets): range, mean confidence, accuracy and count."""
+    index = bucket_index(np.asarray(confidences, dtype=float), n_buckets)
+    hits = np.asarray(correct, dtype=float)
+    return [{"low": b / n_buckets, "high": (b + 1) / n_buckets, "confidence": float(confidences[index == b].mean()),
+             "accuracy": float(hits[index == b].mean()), "count": int((index == b).sum())}
+            for b in range(n_buckets) if (index == b).any()]
+
+
+def reliability_plot(ax: Any, buckets: list[dict[str, float]], title: str) -> None:
+    """Accuracy per confidence bucket against the diagonal of perfect calibration, counts annotated."""
+    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
+    width = buckets[0]["high"] - buckets[0]["low"] if buckets else 0.1
+    ax.bar([b["low"] for b in buckets], [b["accuracy"] for b in buckets], width=width, align="edge",
+           edgecolor="#1f4e79", color="#6fa8dc", alpha=0.85, label="accuracy")
+    ax.plot([b["confidence"] for b in buckets], [b["accuracy"] for b in buckets], "o", color="#1f4e79",
+            label="mean confidence")
+    for b in buckets:
+        ax.text(b["low"] + width / 2, min(b["accuracy"] + 0.03, 0.97), f"n={b['count']}", ha="center", fontsize=7)
+    ax.legend(fontsize=8, loc="upper left")
     ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1.08)
+    ax.set_ylim(0, 1)
     ax.set_xlabel("confidence (max bin probability)")
-    ax.set_ylabel("accuracy of the predicted bin")
-    ax.set_title(title)
-    ax.legend(loc="upper left", fontsize=8)
+    ax.set_ylabel("accuracy (predicted bin = measured bin)")
+    ax.set_title(title, fontsize=10)
 
 
 def write_plots(data: CalibrationData, out: Path, label: str) -> list[Path]:
@@ -102,7 +108,7 @@ def write_plots(data: CalibrationData, out: Path, label: str) -> list[Path]:
     correct = (data.probabilities.argmax(axis=1) + 1 == data.true_bins).astype(float)
     paths = []
     fig, ax = plt.subplots(figsize=(5.5, 4.5))
-    reliability_plot(ax, conf, correct, title=f"reliability: {label} (n={len(conf)})")
+    reliability_plot(ax, reliability_buckets(conf, correct), f"reliability: {label} (n={len(conf)})")
     fig.tight_layout()
     paths.append(out / "reliability.png")
     fig.savefig(paths[-1], dpi=110)

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field, ValidationError, create_model
 from graphs.result import RunResult
 from kernelcast import api
 from tools.bins import BIN_NAMES
-from tools.candidate import Candidate, candidate_from_file
+from tools.candidate import Candidate, candidate_from_file, candidate_from_source
 from tools.measurement import Measurement
 from tools.store import StoreError
 from tools.task import BufferArg, Task, builtin_task_paths, load_task
@@ -308,9 +308,7 @@ def source_candidate(task: Task, source: str | None, global_size: list[str] | No
                                           "build_options": build_options or [], "intent": "reference, new geometry",
                                           "generator": "user"})
         return ref
-    return Candidate(task=task.name, source=source, global_size=global_size or ref.global_size,
-                     local_size=local_size if local_size is not None else ref.local_size,
-                     build_options=build_options or [], intent="user kernel", generator="user")
+    return candidate_from_source(task, source, global_size, local_size, build_options)
 
 
 def file_candidate(task: Task, path: str | None) -> Candidate:

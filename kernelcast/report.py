@@ -146,18 +146,15 @@ def confusion_counts(pairs: Sequence[ForecastPair]) -> np.ndarray:
 
 def reliability(pairs: Sequence[ForecastPair], n_buckets: int = 10) -> tuple[list[dict[str, float]], float | None]:
     """Per confidence bucket: mean confidence, accuracy, count (informative forecasts of correct kernels); ECE."""
-    from agents.scoring import bucket_index, ece
+    from agents.scoring import ece
+    from kernelcast.calibration_report import reliability_buckets
 
     usable = [p for p in pairs if not p.failed and p.measured_bin > 0]
     if not usable:
         return [], None
     conf = np.array([p.confidence for p in usable])
     hits = np.array([float(p.predicted_bin == p.measured_bin) for p in usable])
-    index = bucket_index(conf, n_buckets)
-    buckets = [{"low": b / n_buckets, "high": (b + 1) / n_buckets, "confidence": float(conf[index == b].mean()),
-                "accuracy": float(hits[index == b].mean()), "count": int((index == b).sum())}
-               for b in range(n_buckets) if (index == b).any()]
-    return buckets, ece(conf, hits, n_buckets)
+    return reliability_buckets(conf, hits, n_buckets), ece(conf, hits, n_buckets)
 
 
 # ---- figures --------------------------------------------------------------------------
@@ -263,30 +260,19 @@ def confusion_figure(run: RunData) -> Figure:
 
 def reliability_figure(run: RunData) -> Figure:
     """Accuracy per confidence bucket against the diagonal of perfect calibration."""
+    from kernelcast.calibration_report import reliability_plot
+
     buckets, ece_value = reliability(run.pairs)
     fig = _figure(5.5, 5.0)
     ax = fig.add_subplot()
-    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1)
     if buckets:
-        ax.bar([b["low"] for b in buckets], [b["accuracy"] for b in buckets], width=0.1, align="edge",
-               edgecolor="#1f4e79", color="#6fa8dc", alpha=0.85, label="accuracy")
-        ax.plot([b["confidence"] for b in buckets], [b["accuracy"] for b in buckets], "o", color="#1f4e79",
-                label="mean confidence")
-        for b in buckets:
-            ax.text(b["low"] + 0.05, min(b["accuracy"] + 0.03, 0.97), f"n={b['count']}",
-                    ha="center", fontsize=7)
-        ax.legend(fontsize=8, loc="upper left")
         title = f"reliability: {sum(b['count'] for b in buckets)} forecasts, ECE {ece_value:.3f}"
     else:
         uninformative = sum(1 for p in run.pairs if p.failed)
         ax.text(0.5, 0.5, f"no informative forecast of a correct kernel\n({uninformative} uninformative)",
                 ha="center", va="center", fontsize=9)
         title = "reliability: nothing to draw"
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.set_xlabel("confidence (max bin probability)")
-    ax.set_ylabel("accuracy (predicted bin = measured bin)")
-    ax.set_title(title, fontsize=10)
+    reliability_plot(ax, buckets, title)
     return fig
 
 

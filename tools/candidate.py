@@ -142,6 +142,16 @@ def check_signature(candidate_source: str, reference_source: str, entry: str, la
             )
 
 
+def candidate_from_source(task: "Task", source: str, global_size: list[str] | None = None,  # noqa: F821
+                          local_size: list[str] | None = None, build_options: list[str] | None = None,
+                          intent: str = "user kernel") -> Candidate:
+    """A user's kernel source; launch geometry defaults to the reference's unless given."""
+    ref = task.reference()
+    return Candidate(task=task.name, source=source, global_size=global_size or ref.global_size,
+                     local_size=local_size if local_size is not None else ref.local_size,
+                     build_options=build_options or [], intent=intent, generator="user")
+
+
 def candidate_from_file(path: str, task: "Task", global_size: list[str] | None = None,  # noqa: F821
                         local_size: list[str] | None = None, build_options: list[str] | None = None) -> Candidate:
     """A candidate from a JSON file (as ``kernelcast propose`` writes) or a bare kernel source.
@@ -159,7 +169,4 @@ def candidate_from_file(path: str, task: "Task", global_size: list[str] | None =
         if candidate.task != task.name:
             raise ValueError(f"{path}: candidate is for task {candidate.task!r}, not {task.name!r}")
         return candidate
-    ref = task.reference()
-    return Candidate(task=task.name, source=text, global_size=global_size or ref.global_size,
-                     local_size=local_size if local_size is not None else ref.local_size,
-                     build_options=build_options or [], intent=f"user kernel from {file.name}", generator="user")
+    return candidate_from_source(task, text, global_size, local_size, build_options, f"user kernel from {file.name}")

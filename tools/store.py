@@ -156,6 +156,13 @@ class Store:
         return [Measurement.model_validate_json(r["data"])
                 for r in self.db.query(f"select data from measurements {where} order by id", args)]
 
+    def measurement_totals(self, run_id: str) -> tuple[int, float]:
+        """(measurements, device seconds of wall time) of a run: its budget ledger, without parsing rows."""
+        count, wall_ms = self.db.execute(
+            "select count(*), coalesce(sum(json_extract(data, '$.wall_ms')), 0) from measurements where run_id = ?",
+            [run_id]).fetchone()
+        return int(count), float(wall_ms) / 1e3
+
     def latest_measurement(self, candidate_hash: str, device: str, sizes: str = "full") -> Measurement | None:
         rows = list(self.db.query("select data from measurements where candidate_hash = ? and device = ? and sizes = ? "
                                   "order by id desc limit 1", [candidate_hash, device, sizes]))

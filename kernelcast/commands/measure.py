@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 
 import typer
 from rich.table import Table
@@ -85,7 +86,7 @@ def measure(
     config = MeasureConfig(sizes=sizes, timeout_s=get_settings().measure_timeout_s)
     try:
         with console.status(f"measuring {task_obj.name} candidate {cand.short} ({sizes} size)...",
-                            spinner="dots") if not as_json else _null():
+                            spinner="dots") if not as_json else nullcontext():
             result = api.measure(task_obj, cand, device=device, config=config)
     except WorkerError as exc:
         fail(str(exc), EXIT_DEVICE)
@@ -119,10 +120,3 @@ def devices(as_json: bool = typer.Option(False, "--json")) -> None:
     for index, spec in specs:
         console.print(f"[bold]{index}[/]  {spec.summary()}\n", highlight=False)
 
-
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
