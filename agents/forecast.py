@@ -10,7 +10,7 @@ defers to the hardware. A broken model can cost budget, never correctness.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from agents.bins import NUM_BINS, expected_bin, expected_log_speedup, normalized_entropy, top2_margin
 from tools.candidate import Candidate
-from tools.measurement import HardwareSpec
+from tools.measurement import HardwareSpec, Measurement
 from tools.task import Task
 
 if TYPE_CHECKING:
@@ -143,6 +143,13 @@ class Forecaster(Protocol):
     def forecast(self, task: Task, candidate: Candidate, hardware: HardwareSpec) -> Forecast: ...
 
     def forecast_many(self, task: Task, candidates: Sequence[Candidate], hardware: HardwareSpec) -> list[Forecast]: ...
+
+
+@runtime_checkable
+class LearnsFromMeasurements(Protocol):
+    """A forecaster that a search can teach with its own measurements as they arrive."""
+
+    def learn(self, pairs: Sequence[tuple[Candidate, Measurement]], hardware: Mapping[str, HardwareSpec]) -> bool: ...
 
 
 # ---- repairing raw model output -------------------------------------------------

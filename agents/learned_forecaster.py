@@ -59,6 +59,14 @@ class TrainingSet:
     def __len__(self) -> int:
         return len(self.bins)
 
+    def merged(self, newer: "TrainingSet") -> "TrainingSet":
+        """These rows plus ``newer``'s; a (candidate, device) in both keeps ``newer``'s row (re-measured)."""
+        fresh = set(newer.keys)
+        keep = self.subset([key not in fresh for key in self.keys]) if self.keys else self
+        keys = keep.keys + newer.keys if keep.keys or not len(keep) else []  # hand-built sets may lack keys
+        return TrainingSet(keep.features + newer.features, keep.bins + newer.bins, keep.tasks + newer.tasks,
+                           keep.speedups + newer.speedups, keys)
+
     def subset(self, mask: Sequence[bool] | np.ndarray) -> "TrainingSet":
         keep = [i for i, m in enumerate(mask) if m]
         return TrainingSet([self.features[i] for i in keep], [self.bins[i] for i in keep],
@@ -117,6 +125,8 @@ class LearnedForecaster:
         self.calibrator: Calibrator | None = None
         self.n_train = 0
         self.seeded = False  # trained partly on the shipped seed dataset
+        self.base = TrainingSet()  # what fit() was given
+        self.online = TrainingSet()  # the current search's own measured pairs (see learn())
 
     @property
     def trained(self) -> bool:
@@ -126,6 +136,7 @@ class LearnedForecaster:
     def model_name(self) -> str:
         cal = f", {self.calibrator.description}" if self.calibrator else ""
         cal += ", incl. seed dataset" if self.seeded else ""
+        cal += f", {len(self.online)} from this run" if len(self.online) else ""
         return f"random-forest (n={self.n_train}{cal})"
 
     # ---- training ---------------------------------------------------------------------
@@ -142,6 +153,26 @@ class LearnedForecaster:
 
     def fit(self, data: TrainingSet) -> "LearnedForecaster":
         """Train (or stay untrained below ``min_samples``); calibration uses out-of-fold predictions."""
+        self.base, self.online = data, TrainingSet()
+        return self._fit(data)
+
+    def learn(self, pairs: Sequence[tuple[Candidate, Measurement]], hardware: Mapping[str, HardwareSpec]) -> bool:
+        """Retrain on the fit() data plus a search's own measured pairs (all of them so far, not a delta).
+
+        A kernel the model has never seen is hard to place in absolute bins;
+        a handful of its own measurements makes it a seen task (leave-task-out
+        within-one rises from ~47 % to ~70 % with four). Returns whether the
+        model changed; the same pairs again are a no-op, so callers may pass
+        the run's whole history each time (resume-safe).
+        """
+        online = training_set(pairs, hardware=hardware)
+        if sorted(zip(online.keys, online.bins)) == sorted(zip(self.online.keys, self.online.bins)):
+            return False
+        self.online = online
+        self._fit(self.base.merged(online))
+        return True
+
+    def _fit(self, data: TrainingSet) -> "LearnedForecaster":
         self.n_train = len(data)
         self.vectorizer = self.model = self.calibrator = None
         if len(data) < self.min_samples:
@@ -216,7 +247,8 @@ class LearnedForecaster:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         joblib.dump({"format": SAVE_FORMAT, "params": self._params(), "n_train": self.n_train,
-                     "vectorizer": self.vectorizer, "model": self.model, "calibrator": self.calibrator}, path)
+                     "vectorizer": self.vectorizer, "model": self.model, "calibrator": self.calibrator,
+                     "base": self.base}, path)
         return path
 
     @classmethod
@@ -227,6 +259,7 @@ class LearnedForecaster:
         out = cls(**state["params"])
         out.n_train, out.vectorizer, out.model, out.calibrator = (state["n_train"], state["vectorizer"],
                                                                   state["model"], state["calibrator"])
+        out.base = state.get("base") or TrainingSet()  # the data learn() retrains on
         return out
 
     def _params(self) -> dict[str, Any]:

@@ -4,8 +4,7 @@
 # 1. makes a venv and installs kernelcast with the cuda and test extras (pycuda builds from
 #    source: it needs nvcc/cuda.h and libcuda; see docs/gpu.md),
 # 2. records nvidia-smi,
-# 3. runs the GPU tests (pytest -m gpu) and, where bench/router_bench.py exists, the router
-#    benchmark on the CUDA tasks,
+# 3. runs the GPU tests (pytest -m gpu) and the router benchmark on the CUDA tasks (budget 8),
 # 4. writes OUTDIR/summary.md. The whole script stops itself after KC_DEADLINE_S (480 s).
 #
 # Knobs (environment):
@@ -93,7 +92,7 @@ print(json.dumps([s.model_dump() for s in list_devices()], indent=2))
 EOF
 fi
 
-# ---- router benchmark (written under issue 9; optional here) --------------------------
+# ---- router benchmark: selective vs topk vs measure-all on the CUDA tasks ---------------
 if [ "$STATUS_INSTALL" != "ok" ]; then
     STATUS_BENCH="skipped: install failed"
 elif [ ! -f bench/router_bench.py ]; then

@@ -34,6 +34,7 @@ from tools.task import load_task, resolve_task  # noqa: E402
 from tools.worker import MeasurementWorker  # noqa: E402
 
 ROUTERS = ("measure-all", "topk", "selective")
+FROZEN_ARM = "selective-frozen"  # --ablation: selective with a forecaster that does not learn from the run
 DEFAULT_TASKS = "gemm,transpose,reduce_rows,softmax,gemv,stencil2d"
 TRIAD = """__kernel void triad(__global const float4 *a, __global const float4 *b, __global float4 *c,
                     const float s, const int n)
@@ -144,6 +145,10 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="folder for runs and results.json")
     parser.add_argument("--task-seen", action="store_true",
                         help="train the forecaster on the task's own dataset pairs too (a store that has grown)")
+    parser.add_argument("--frozen-forecaster", action="store_true",
+                        help="no arm retrains its forecaster on the run's own measurements (as before online learning)")
+    parser.add_argument("--ablation", action="store_true",
+                        help=f"also run {FROZEN_ARM}: selective whose forecaster does not learn from the run")
     args = parser.parse_args()
     console = Console(width=170)
     out = Path(args.out or tempfile.mkdtemp(prefix="router-bench-"))
@@ -153,37 +158,41 @@ def main() -> None:
         console.print(f"[yellow]no dataset at {dataset}: the learned forecaster stays uninformative "
                       f"(run `kernelcast dataset build` first)[/]")
     rows, results = [], {}
+    arms = (*ROUTERS, FROZEN_ARM) if args.ablation else ROUTERS
     with MeasurementWorker(args.backend) as worker:
         # the practical bandwidth limit: best of three triads now and three at the end (load varies)
         triads = [triad_bandwidth(worker, Path(tempfile.mkdtemp())) for _ in range(3)] if args.backend == "opencl" else []
         for name in [t.strip() for t in args.tasks.split(",") if t.strip()]:
             task = resolve_task(name)
             per = {}
-            for router in ROUTERS:
-                home = out / name / router
+            for arm in arms:
+                router = "selective" if arm == FROZEN_ARM else arm
+                learn = not args.frozen_forecaster and arm != FROZEN_ARM
+                home = out / name / arm
                 store = Store(home / "kernelcast.db")
                 config = RunConfig(task=name, budget=args.budget, router=router, threshold=args.threshold,  # type: ignore[arg-type]
                                    measure_per_round=args.k, seed=args.seed, sizes=args.sizes,  # type: ignore[arg-type]
                                    forecaster="learned", training_db=dataset, leave_task_out=not args.task_seen,
-                                   backend=args.backend)
-                console.print(f"[bold]{name}[/] {router} ...")
+                                   backend=args.backend, learn_online=learn)
+                console.print(f"[bold]{name}[/] {arm} ...")
                 result = start_run(config, store, home)
                 curve = spend_curve(store, result.run_id)
                 best_m = store.measurements(run_id=result.run_id, candidate_hash=result.best_hash or "")
-                per[router] = {"result": result, "curve": curve, "store": store,
+                per[arm] = {"result": result, "curve": curve, "store": store,
                                "best_ns": best_m[0].candidate.median_ns if best_m and best_m[0].candidate else None}
             target = per["measure-all"]["curve"][-1] if per["measure-all"]["curve"] else 1.0
             sel = per["selective"]
             checks = audit(sel["store"], sel["result"].run_id, worker, name, args.audit, args.seed)
             gbs = None
-            if task.spec.bytes and "memory-bound" in task.spec.tags and any(p["best_ns"] for p in per.values()):
+            if (args.sizes == "full" and task.spec.bytes and "memory-bound" in task.spec.tags
+                    and any(p["best_ns"] for p in per.values())):
                 best_ns = min(p["best_ns"] for p in per.values() if p["best_ns"])
                 gbs = float(evaluate(task.spec.bytes, task.sizes())) / best_ns
             row = {"task": name, "best_gbs": gbs, "checks": checks}
-            for router in ROUTERS:
-                r = per[router]["result"]
-                row[router] = {"best": r.best_speedup or 1.0, "spent": r.spent, "considered": r.considered,
-                               "to_target": first_reaching(per[router]["curve"], target, args.tolerance),
+            for arm in arms:
+                r = per[arm]["result"]
+                row[arm] = {"best": r.best_speedup or 1.0, "spent": r.spent, "considered": r.considered,
+                               "to_target": first_reaching(per[arm]["curve"], target, args.tolerance),
                                "to_own_best": r.measurements_to_best, "counts": r.counts, "run": r.run_id}
             rows.append(row)
             results[name] = row
@@ -191,11 +200,12 @@ def main() -> None:
         triads += [triad_bandwidth(worker, Path(tempfile.mkdtemp())) for _ in range(3)] if triads else []
     triad = max(triads) if triads else None
     trained = "with the task's own pairs" if args.task_seen else "leave-task-out"
+    trained += ", frozen" if args.frozen_forecaster else ", learning from each run's measurements"
     table = Table(title=f"routers at budget {args.budget} (seed {args.seed}, threshold {args.threshold}, "
                         f"k {args.k}; forecaster trained {trained})")
     for col in ("task", "measure-all best", "topk best", "selective best", "sel / MA",
                 "meas. to MA best (MA / topk / sel)", "considered per meas. (sel)", "accepted / pruned (sel)",
-                "trusted right: pruned / accepted", "% of triad BW"):
+                "trusted right: pruned / accepted", "% of triad BW", *(("selective frozen best",) if args.ablation else ())):
         table.add_column(col)
     wins, fractions, per_meas = 0, [], []
     for row in rows:
@@ -211,7 +221,9 @@ def main() -> None:
                       f"{se['considered'] / max(1, se['spent']):.1f}",
                       f"{se['counts'].get('accepted', 0) + se['counts'].get('verified', 0)} / {se['counts'].get('pruned', 0)}",
                       f"{pr[0]}/{pr[1]} / {ac[0]}/{ac[1]}",
-                      f"{100 * row['best_gbs'] / triad:.0f}%" if row["best_gbs"] and triad else "-")
+                      f"{100 * row['best_gbs'] / triad:.0f}%" if row["best_gbs"] and triad else "-",
+                      *((f"{row[FROZEN_ARM]['best']:.2f}x (MA best at {row[FROZEN_ARM]['to_target'] or '-'})",)
+                        if args.ablation else ()))
     console.print(table)
     console.print(f"selective wins or ties measure-all (within {args.tolerance:.0%}) on {wins} of {len(rows)} tasks; "
                   f"median fraction of the budget to reach measure-all's best: "
@@ -221,6 +233,9 @@ def main() -> None:
                   f"{args.budget} measurements")
     console.print(f"median candidates considered per measurement (selective): {statistics.median(per_meas):.1f}"
                   + (f"; triad bandwidth {triad:.1f} GB/s" if triad else ""))
+    if args.ablation:
+        frozen = [row[FROZEN_ARM]["best"] / row["measure-all"]["best"] >= 1 - args.tolerance for row in rows]
+        console.print(f"{FROZEN_ARM} wins or ties measure-all on {sum(frozen)} of {len(rows)} tasks")
     console.print(f"runs and results.json in {out}")
 
 

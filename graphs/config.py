@@ -27,6 +27,7 @@ class RunConfig(BaseModel):
     puct_c: float = 1.0
     training_db: str | None = Field(None, description="store the learned forecaster trains on (default: the run's)")
     leave_task_out: bool = Field(False, description="train the learned forecaster without this task's data")
+    learn_online: bool = Field(True, description="retrain the forecaster on the run's own measurements as they arrive")
 
     @property
     def n_children(self) -> int:

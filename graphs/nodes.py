@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import copy
 import math
+import time
 from typing import Any
 
-from agents.forecast import Forecast, record_forecast
+from agents.forecast import Forecast, LearnsFromMeasurements, record_forecast
 from agents.generator import GenerationContext
 from graphs import puct
 from graphs.context import RunContext
@@ -33,6 +34,7 @@ class SearchNodes:
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
+        self.taught = 0  # run measurements the forecaster has learned from (0 again after a resume)
 
     # ---- helpers ------------------------------------------------------------------
     def spent(self) -> int:
@@ -130,8 +132,33 @@ class SearchNodes:
             nodes[parent_key]["exhausted"] = True
         return {"nodes": nodes, "children": children, "empty_rounds": empty}
 
+    def teach_forecaster(self) -> None:
+        """Let a learning forecaster retrain on this run's measurements once new ones have arrived.
+
+        It reads them from the store, so after a resume the rebuilt forecaster
+        learns the run's whole history before its first forecast.
+        """
+        ctx = self.ctx
+        if not ctx.config.learn_online or not isinstance(ctx.forecaster, LearnsFromMeasurements):
+            return
+        spent = self.spent()
+        if spent <= self.taught:
+            return
+        self.taught = spent
+        pairs = ctx.store.measured_pairs(device=ctx.hardware.key, sizes=ctx.config.sizes, run_id=ctx.run_id)
+        start = time.perf_counter()
+        try:
+            changed = ctx.forecaster.learn(pairs, {ctx.hardware.key: ctx.hardware})
+        except Exception as exc:  # noqa: BLE001 - a failed retrain keeps the previous model
+            ctx.emit("learn", {"pairs": len(pairs), "error": f"{type(exc).__name__}: {exc}"})
+            return
+        if changed:
+            ctx.emit("learn", {"pairs": len(pairs), "seconds": round(time.perf_counter() - start, 2),
+                               "model": getattr(ctx.forecaster, "model_name", "")})
+
     def forecast(self, state: SearchState) -> dict[str, Any]:
         ctx = self.ctx
+        self.teach_forecaster()
         nodes = copy.deepcopy(state["nodes"])
         keys = state["children"]
         cands = [ctx.store.candidate(k) for k in keys]

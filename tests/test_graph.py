@@ -106,3 +106,21 @@ def test_kill_9_then_resume_continues_without_rebuying(tmp_path: Path) -> None:
     for key, created in before.items():  # nothing measured before the kill was lost or re-bought
         assert [m.created_at for m in after if m.candidate_hash == key] == [created]
     check_invariants(store, run_id, budget)
+
+
+@pytest.mark.parametrize("learn_online", [True, False])
+def test_learned_forecaster_learns_from_the_runs_measurements(tmp_path: Path, learn_online: bool) -> None:
+    store = Store(tmp_path / "k.db")
+    config = RunConfig(task="saxpy", budget=6, router="topk", forecaster="learned", sizes="small",
+                       measure_per_round=2, learn_online=learn_online)
+    result = start_run(config, store, tmp_path, measure_timeout_s=60)
+    check_invariants(store, result.run_id, 6)
+    learned = [e["payload"] for e in store.events(result.run_id, kind="learn")]
+    models = {row["model"] for row in store.forecast_rows(run_id=result.run_id)}
+    if not learn_online:
+        assert learned == [] and not any("from this run" in m for m in models)
+        return
+    counts = [p["pairs"] for p in learned]
+    assert counts and counts == sorted(set(counts)) and counts[-1] < 6  # the last measurements come after the last forecast
+    assert all("error" not in p for p in learned)
+    assert any("from this run" in m for m in models)  # later forecasts came from the retrained model

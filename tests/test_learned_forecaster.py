@@ -139,3 +139,43 @@ def test_fast_vectorizer_matches_sklearn(trained: LearnedForecaster) -> None:
     del feats[4]["cand.loops"]  # missing names read as 0
     assert trained.vectorizer is not None
     assert np.array_equal(_vectorize(trained.vectorizer, feats), trained.vectorizer.transform(feats))
+
+
+def test_learning_a_runs_measurements_moves_forecasts_towards_the_new_task(store: Store) -> None:
+    """A task that runs 4x faster than the law says: unseen, the model places it by the law;
+    after learning 30 of its measurements it forecasts the other points of that task higher and better."""
+    others = [(c, m) for c, m in store.measured_pairs(device=DEVICE) if m.task != "gemv"]
+    model = LearnedForecaster().fit(training_set(others, hardware={DEVICE: HW}))
+    task = resolve_task("gemv")
+    rng = np.random.default_rng(2)
+    points = task.param_space()[:90]
+    speed = [4 * law(p, rng) for p in points]
+    run_pairs = [(task.instantiate(p), Measurement(task="gemv", candidate_hash=task.instantiate(p).hash,
+                                                   device=DEVICE, sizes="full", status=Status.correct, speedup=s))
+                 for p, s in zip(points[:30], speed[:30])]
+    held = [task.instantiate(p) for p in points[30:]]
+    truth = np.array([speedup_bin(s) for s in speed[30:]])
+
+    def score() -> tuple[float, float]:
+        fs = model.forecast_many(task, held, HW)
+        return (float(np.mean([f.expected_log_speedup for f in fs])),
+                float(np.mean(np.abs(np.array([f.predicted_bin for f in fs]) - truth) <= 1)))
+
+    level_before, within_before = score()
+    assert model.learn(run_pairs, {DEVICE: HW})
+    level_after, within_after = score()
+    assert level_after > level_before + math.log(1.5)
+    assert within_after > within_before
+    assert "30 from this run" in model.model_name and model.n_train == len(model.base) + 30
+    assert not model.learn(run_pairs, {DEVICE: HW})  # the same history again changes nothing
+    assert model.learn(run_pairs[:10], {DEVICE: HW}) and len(model.online) == 10  # history replaces, not appends
+
+
+def test_learn_after_load_keeps_the_training_data(tmp_path: Path, trained: LearnedForecaster) -> None:
+    again = LearnedForecaster.load(trained.save(tmp_path / "learned.joblib"))
+    task = resolve_task("saxpy")
+    cand = task.instantiate(task.param_space()[0])
+    pair = (cand, Measurement(task="saxpy", candidate_hash=cand.hash, device=DEVICE, sizes="full",
+                              status=Status.correct, speedup=3.0))
+    assert again.learn([pair], {DEVICE: HW})
+    assert again.trained and again.n_train == trained.n_train  # a re-measured stored candidate replaces its row

@@ -45,6 +45,12 @@ def test_round_trip(tmp_path: Path) -> None:
     fid = store.add_forecast("saxpy", point.hash, "dev", "learned", "m", [0.125] * 8, 5, 0.125, False)
     rows = store.forecast_rows(with_measurement=True)
     assert rows[0]["id"] == fid and rows[0]["true_bin"] == 6 and rows[0]["probabilities"] == [0.125] * 8
+    # one run's pairs: the latest of each within that run, even if measured again later elsewhere
+    store.add_measurement(measurement(point.hash, 2.5), run_id="run-a")
+    store.add_measurement(measurement(point.hash, 3.5), run_id="run-b")
+    in_a = store.measured_pairs(device="dev", run_id="run-a")
+    assert [(c.hash, m.speedup) for c, m in in_a] == [(point.hash, 2.5)]
+    assert [m.speedup for c, m in store.measured_pairs(device="dev") if c.hash == point.hash] == [3.5]
     assert store.schema_version == SCHEMA_VERSION and store.integrity_ok()
 
 

@@ -168,11 +168,17 @@ class Store:
                                   "order by id desc limit 1", [candidate_hash, device, sizes]))
         return Measurement.model_validate_json(rows[0]["data"]) if rows else None
 
-    def measured_pairs(self, device: str | None = None, sizes: str = "full") -> list[tuple[Candidate, Measurement]]:
-        """Every (candidate, latest measurement) pair: the learned forecaster's training data."""
-        where, args = _where(device=device, sizes=sizes, prefix="m.")
-        latest = "m.id in (select max(id) from measurements group by candidate_hash, device, sizes)"
+    def measured_pairs(self, device: str | None = None, sizes: str = "full",
+                       run_id: str | None = None) -> list[tuple[Candidate, Measurement]]:
+        """Every (candidate, latest measurement) pair: the learned forecaster's training data.
+
+        With ``run_id``, only that run's measurements (the latest of each within the run).
+        """
+        where, args = _where(device=device, sizes=sizes, run_id=run_id, prefix="m.")
+        in_run = "where run_id = ? " if run_id is not None else ""
+        latest = f"m.id in (select max(id) from measurements {in_run}group by candidate_hash, device, sizes)"
         where = f"{where} and {latest}" if where else f"where {latest}"
+        args += [run_id] if run_id is not None else []
         rows = self.db.query(f"select c.*, m.data as mdata from measurements m join candidates c "
                              f"on c.hash = m.candidate_hash {where} order by m.id", args)
         return [(_row_to_candidate(r), Measurement.model_validate_json(r["mdata"])) for r in rows]

@@ -39,6 +39,8 @@ class LiveView:
             self.state["spent"] = payload.get("spent", self.state["spent"])
             self.last = (f"measured {str(payload.get('candidate'))[:8]}: {payload.get('status')}"
                          + (f" {payload['speedup']:.3f}x" if payload.get("speedup") else ""))
+        elif kind == "learn":
+            self.state["forecaster"] = payload.get("model") or payload.get("error", "")
         if self.live is not None:
             self.live.update(self.render())
 
@@ -54,6 +56,8 @@ class LiveView:
                       f"{counts.get('accepted', 0)} / {counts.get('pruned', 0)} / {counts.get('dropped', 0)}")
         best = s.get("best_speedup")
         table.add_row("best verified speedup", f"{best:.3f}x" if best else "-")
+        if s.get("forecaster"):
+            table.add_row("forecaster", s["forecaster"])
         table.add_row("last", self.last or "-")
         return table
 
@@ -109,6 +113,8 @@ def optimize(
     k: int = typer.Option(4, "--k", help="measurements per expansion (top-k / selective cap)"),
     sizes: str = typer.Option("full", "--sizes", help="full | small (small: quick trial runs)"),
     events: str | None = typer.Option(None, "--events", help="'jsonl': one JSON event per graph step on stdout"),
+    learn_online: bool = typer.Option(True, "--learn-online/--frozen-forecaster",
+                                      help="retrain the learned forecaster on the run's measurements as they arrive"),
 ) -> None:
     """Optimize a task under a fixed hardware budget; prints the best measured kernel and the run folder."""
     if router not in ("selective", "topk", "measure-all"):
@@ -117,7 +123,8 @@ def optimize(
         fail("--events takes 'jsonl'")
     result = _drive(f"optimizing {task} ({router}, budget {budget})", events, lambda view: api.optimize(
         task, budget=budget, router=router, threshold=threshold, generator=generator, forecaster=forecaster,
-        model=model, device=device, seed=seed, sizes=sizes, measure_per_round=k, on_event=view))
+        model=model, device=device, seed=seed, sizes=sizes, measure_per_round=k, on_event=view,
+        learn_online=learn_online))
     if events == "jsonl":
         print(json.dumps({"event": "result", **result.model_dump()}), flush=True)
     else:
