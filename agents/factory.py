@@ -69,9 +69,7 @@ def learned_forecaster(store: "Store | None", device: str | None, exclude_task: 
     data = training_set(pairs, hardware=devices)
     if exclude_task is not None:
         data = data.subset([t != exclude_task for t in data.tasks])
-    model = LearnedForecaster().fit(data)
-    model.seeded = seeded
-    return model
+    return LearnedForecaster(seeded=seeded).fit(data)
 
 
 def make_generator(name: str, worker: "MeasurementWorker | None" = None, model: str | None = None,

@@ -114,7 +114,7 @@ class LearnedForecaster:
     name = "learned"
 
     def __init__(self, min_samples: int = MIN_SAMPLES, calibrate: bool = True, n_folds: int = 5,
-                 random_state: int = 0, n_estimators: int = 200) -> None:
+                 random_state: int = 0, n_estimators: int = 200, seeded: bool = False) -> None:
         self.min_samples = min_samples
         self.calibrate = calibrate
         self.n_folds = n_folds
@@ -124,7 +124,7 @@ class LearnedForecaster:
         self.model: RandomForestClassifier | None = None
         self.calibrator: Calibrator | None = None
         self.n_train = 0
-        self.seeded = False  # trained partly on the shipped seed dataset
+        self.seeded = seeded  # trained partly on the shipped seed dataset
         self.base = TrainingSet()  # what fit() was given
         self.online = TrainingSet()  # the current search's own measured pairs (see learn())
 
@@ -264,7 +264,7 @@ class LearnedForecaster:
 
     def _params(self) -> dict[str, Any]:
         return {"min_samples": self.min_samples, "calibrate": self.calibrate, "n_folds": self.n_folds,
-                "random_state": self.random_state, "n_estimators": self.n_estimators}
+                "random_state": self.random_state, "n_estimators": self.n_estimators, "seeded": self.seeded}
 
 
 def _vectorize(vectorizer: DictVectorizer, feats: Sequence[Features]) -> np.ndarray:

@@ -54,6 +54,13 @@ def test_compile_error_is_returned_verbatim(task: Task, worker: MeasurementWorke
     assert m.speedup is None and m.bin() == 0
 
 
+def test_build_only_reports_compile_errors_with_the_compiler_log(task: Task, worker: MeasurementWorker) -> None:
+    assert worker.build(task, task.reference()) == ("ok", "")
+    status, reason = worker.build(task, variant(task, "y[i] = a * x[i] + undefined_symbol;"))
+    assert status == Status.compile_error.value
+    assert "undefined_symbol" in reason and "Traceback" not in reason
+
+
 def test_signature_change_is_rejected_before_running(task: Task, worker: MeasurementWorker) -> None:
     source = task.source.replace("const int n)", "const int n, const int extra)")
     m = worker.measure(task, task.reference().model_copy(update={"source": source}), SMALL)

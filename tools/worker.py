@@ -19,6 +19,7 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
+from tools.backends.base import CompileError
 from tools.candidate import Candidate
 from tools.measurement import HardwareSpec, Measurement, MeasureConfig, Status
 from tools.task import Task
@@ -63,6 +64,8 @@ def _serve(conn: Connection, backend: str, device: str | None) -> None:
                 conn.send(("ok", (hit, ms)))
             else:
                 conn.send(("error", f"unknown request {op!r}"))
+        except CompileError as exc:  # a typed reply: callers must not parse exception names
+            conn.send(("compile_error", str(exc)))
         except Exception as exc:  # noqa: BLE001
             conn.send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"))
 
@@ -154,7 +157,7 @@ class MeasurementWorker:
 
     # ---- requests -------------------------------------------------------------------
     def _request(self, op: str, payload: Any, timeout_s: float) -> tuple[str, Any]:
-        """("ok"|"error", value) or ("timeout"|"crash", reason); never leaves a broken worker behind."""
+        """("ok", value), ("compile_error"|"error"|"timeout"|"crash", reason); never leaves a broken worker behind."""
         self.start()
         assert self._conn is not None
         try:
@@ -177,7 +180,7 @@ class MeasurementWorker:
         kind, value = self._request("measure", (task, candidate, config), config.timeout_s)
         if kind == "ok":
             return value
-        status = {"timeout": Status.timeout, "crash": Status.crash}.get(kind, Status.runtime_error)
+        status = _failure_status(kind)
         return Measurement(task=task.name, candidate_hash=candidate.hash, device=self._device_key(), sizes=config.sizes,
                            status=status, reason=str(value)[:4000], seeds=list(config.seeds),
                            wall_ms=(time.perf_counter() - start) * 1e3)
@@ -195,12 +198,16 @@ class MeasurementWorker:
         kind, value = self._request("build", (task, candidate), timeout_s)
         if kind == "ok":
             return "ok", ""
-        if kind == "error" and value.startswith("CompileError"):
-            return Status.compile_error.value, value.split("\n", 1)[0].removeprefix("CompileError: ")
-        return {"timeout": Status.timeout.value, "crash": Status.crash.value}.get(kind, Status.runtime_error.value), value
+        return _failure_status(kind).value, value
 
     def _device_key(self) -> str:
         return self._spec.key if self._spec else f"{self.backend}:{self.device or 'default'}"
+
+
+def _failure_status(kind: str) -> Status:
+    """The measurement status of a worker reply that is not "ok"."""
+    return {"compile_error": Status.compile_error, "timeout": Status.timeout,
+            "crash": Status.crash}.get(kind, Status.runtime_error)
 
 
 def _no_core_dumps() -> None:
