@@ -85,3 +85,9 @@ def test_dataset_build_is_resumable(tmp_path: Path) -> None:
     assert "0 new measurements" in third.stdout
     store = Store(tmp_path / "home" / "kernelcast.db")
     assert len({m.candidate_hash for m in store.measurements(task="saxpy")}) == 4
+
+
+def test_dataset_build_refuses_to_mix_opencl_and_cuda_tasks(tmp_path: Path) -> None:
+    mixed = kc(tmp_path, "dataset", "build", "--tasks", "saxpy,gemm_cuda", "-n", "2", "--sizes", "small")
+    assert mixed.returncode == 2 and "different backends" in mixed.stderr
+    assert not (tmp_path / "home" / "kernelcast.db").exists()  # refused before anything was opened or measured

@@ -19,7 +19,7 @@ app = typer.Typer(help="Build the measured dataset (resumable).", no_args_is_hel
 
 @app.command("build")
 def build(
-    tasks: str | None = typer.Option(None, "--tasks", help="comma-separated tasks (default: every OpenCL built-in)"),
+    tasks: str | None = typer.Option(None, "--tasks", help="comma-separated tasks (default: every OpenCL built-in; CUDA tasks are measured by the CUDA backend)"),
     per_task: int = typer.Option(40, "--per-task", "-n", help="candidates per task"),
     limit: int | None = typer.Option(None, "--limit", help="stop after this many new measurements"),
     seed: int = typer.Option(0, "--seed"),
@@ -36,12 +36,15 @@ def build(
             chosen = [t for t in (load_task(p) for p in builtin_task_paths().values()) if t.language == "opencl"]
     except TaskError as exc:
         fail(str(exc))
+    backends = {api.backend_for(t) for t in chosen}
+    if len(backends) != 1:
+        fail("these tasks need different backends (OpenCL and CUDA): build their datasets in two runs")
     store = api.open_store()
     settings = get_settings()
     config = MeasureConfig(sizes=sizes, timeout_s=settings.measure_timeout_s)
     counts = {"correct": 0, "failed": 0}
     try:
-        with MeasurementWorker(settings.backend, device or settings.device) as worker, Progress(
+        with MeasurementWorker(backends.pop(), device or settings.device) as worker, Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
             console=console,
         ) as progress:
