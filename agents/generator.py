@@ -232,10 +232,6 @@ def host_code(source: str) -> str | None:
     return None
 
 
-def backend_for(task: Task) -> str:
-    return "cuda" if task.language == "cuda" else "opencl"
-
-
 class Validator:
     """The checks every proposal passes before a generator returns it; records into a report.
 
@@ -298,7 +294,7 @@ class Validator:
 
     def _build(self, c: Candidate) -> tuple[Reason | None, str]:
         """Compile where a compiler is at hand: (None, how it was validated) or (compile_error, log)."""
-        wanted = backend_for(self.task)
+        wanted = self.task.backend
         if self.worker is not None and self.worker.backend == wanted:
             status, log = self.worker.build(self.task, c)
             return (None, "compiles") if status == "ok" else (Reason.compile_error, f"{status}: {log}")

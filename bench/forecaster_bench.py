@@ -47,7 +47,8 @@ def main() -> None:
     console = Console(width=170)
     store = Store(args.db)
     pairs = store.measured_pairs(sizes="full")
-    data = training_set(pairs, hardware=store.devices())
+    devices = store.devices()
+    data = training_set(pairs, hardware=devices)
     if len(set(data.tasks)) < 2:
         sys.exit("need measured pairs from at least two tasks: run `kernelcast dataset build` first")
     tasks = np.asarray(data.tasks)
@@ -80,7 +81,7 @@ def main() -> None:
             continue
         taught = set(rng.choice(idx, ONLINE, replace=False).tolist())
         model = LearnedForecaster().fit(data.subset(tasks != name))
-        model.learn([by_key[data.keys[i]] for i in sorted(taught)], store.devices())
+        model.learn([by_key[data.keys[i]] for i in sorted(taught)], devices)
         rest = [i for i in idx if i not in taught]
         online_rows += rest
         online_probs.append(model.predict_proba([data.features[i] for i in rest]))
@@ -116,7 +117,7 @@ def main() -> None:
     name = sorted(set(data.tasks))[0]
     task = resolve_task(name)
     cands = [c for c, _ in pairs if c.task == name] * 20
-    device = next(iter(store.devices().values()), None)
+    device = next(iter(devices.values()), None)
     rate = forecasts_per_second(models[name], task, cands, device) if device else float("nan")
     console.print(f"throughput: {rate:,.0f} forecasts/s ({len(cands)} {name} candidates, one batch, 2 cores)")
     if not args.no_store:

@@ -28,7 +28,7 @@ from rich.console import Console  # noqa: E402
 from rich.progress import Progress  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from agents.generator import GenerationContext, backend_for  # noqa: E402
+from agents.generator import GenerationContext  # noqa: E402
 from agents.offline_generator import OfflineGenerator  # noqa: E402
 from tools.candidate import Candidate  # noqa: E402
 from tools.measurement import Measurement, MeasureConfig  # noqa: E402
@@ -121,7 +121,7 @@ def main() -> None:
     try:
         with Progress(console=console, transient=True) as progress:
             for task in tasks:
-                backend = backend_for(task)
+                backend = task.backend
                 if backend not in workers:
                     try:
                         workers[backend] = MeasurementWorker(backend, args.device)

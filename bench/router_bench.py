@@ -179,7 +179,7 @@ def main() -> None:
                 curve = spend_curve(store, result.run_id)
                 best_m = store.measurements(run_id=result.run_id, candidate_hash=result.best_hash or "")
                 per[arm] = {"result": result, "curve": curve, "store": store,
-                               "best_ns": best_m[0].candidate.median_ns if best_m and best_m[0].candidate else None}
+                            "best_ns": best_m[0].candidate.median_ns if best_m and best_m[0].candidate else None}
             target = per["measure-all"]["curve"][-1] if per["measure-all"]["curve"] else 1.0
             sel = per["selective"]
             checks = audit(sel["store"], sel["result"].run_id, worker, name, args.audit, args.seed)
@@ -192,8 +192,8 @@ def main() -> None:
             for arm in arms:
                 r = per[arm]["result"]
                 row[arm] = {"best": r.best_speedup or 1.0, "spent": r.spent, "considered": r.considered,
-                               "to_target": first_reaching(per[arm]["curve"], target, args.tolerance),
-                               "to_own_best": r.measurements_to_best, "counts": r.counts, "run": r.run_id}
+                            "to_target": first_reaching(per[arm]["curve"], target, args.tolerance),
+                            "to_own_best": r.measurements_to_best, "counts": r.counts, "run": r.run_id}
             rows.append(row)
             results[name] = row
             (out / "results.json").write_text(json.dumps(results, indent=1, default=str))

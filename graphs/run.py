@@ -36,10 +36,9 @@ def start_run(config: RunConfig, store: Store, home: Path, *, on_event: Progress
               measure_timeout_s: float = 120.0, api_base: str | None = None, run_id: str | None = None,
               ) -> RunResult:
     task = resolve_task(config.task)  # fail fast on an unknown task, before a run row exists
-    backend = "cuda" if task.language == "cuda" else config.backend
     config = config.model_copy(update={"task": str(task.path) if not _is_builtin(config.task) else config.task,
-                                       "backend": backend})
-    with MeasurementWorker(backend, config.device) as worker:
+                                       "backend": task.backend})
+    with MeasurementWorker(config.backend, config.device) as worker:
         hardware = worker.hardware_spec()
         run_id = store.create_run(task.name, hardware.key, config.model_dump(), config.budget, run_id=run_id)
         store.update_run(run_id, folder=str(home / "runs" / run_id))

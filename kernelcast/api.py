@@ -66,7 +66,7 @@ def measure(task: str | Path | Task, candidate: Candidate | str | Path | None = 
     cand = make_candidate(task_obj, candidate, params)
     cfg = config or MeasureConfig(sizes=sizes, timeout_s=settings.measure_timeout_s)
     own_worker = worker is None
-    worker = worker or MeasurementWorker(backend or backend_for(task_obj), device or settings.device)
+    worker = worker or MeasurementWorker(backend or task_obj.backend, device or settings.device)
     try:
         with store_scope(store) as db:
             result = worker.measure(task_obj, cand, cfg)
@@ -85,10 +85,6 @@ def hardware(backend: str = "opencl", device: str | None = None) -> HardwareSpec
         return worker.hardware_spec()
 
 
-def backend_for(task: Task) -> str:
-    return "cuda" if task.language == "cuda" else get_settings().backend
-
-
 def optimize(task: str | Path, *, budget: int = 24, router: str = "selective", threshold: float = 0.6,
              generator: str = "offline", forecaster: str = "learned", model: str | None = None,
              device: str | None = None, seed: int = 0, sizes: str = "full", measure_per_round: int = 4,
@@ -99,7 +95,7 @@ def optimize(task: str | Path, *, budget: int = 24, router: str = "selective", t
 
     settings = get_settings()
     config = RunConfig(task=str(task), budget=budget, router=router, threshold=threshold, generator=generator,  # type: ignore[arg-type]
-                       forecaster=forecaster, model=model or settings.model, backend=settings.backend,
+                       forecaster=forecaster, model=model or settings.model,
                        device=device or settings.device, seed=seed, sizes=sizes,  # type: ignore[arg-type]
                        measure_per_round=measure_per_round, **extra)
     with store_scope(store) as db:
@@ -129,7 +125,7 @@ def forecast(task: str | Path | Task, candidate: Candidate | str | Path | None =
     task_obj = as_task(task)
     cand = make_candidate(task_obj, candidate, params)
     with store_scope(store) as db:
-        spec = hardware_spec or _known_hardware(db, backend_for(task_obj), device or settings.device)
+        spec = hardware_spec or _known_hardware(db, task_obj.backend, device or settings.device)
         agent = make_forecaster(forecaster, store=db, device=spec.key, model=model or settings.model,
                                 api_base=settings.api_base)
         result = agent.forecast(task_obj, cand, spec)

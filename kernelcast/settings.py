@@ -16,7 +16,6 @@ class Settings(BaseSettings):
 
     home: Path = Field(default=Path(".kernelcast"), description="folder for the database and run folders")
     db: Path | None = Field(default=None, description="SQLite file (default: <home>/kernelcast.db)")
-    backend: str = Field(default="opencl", description="opencl or cuda")
     device: str | None = Field(default=None, description="platform:device index or name substring")
     model: str | None = Field(default=None, description="litellm model string for LLM agents")
     api_base: str | None = Field(default=None, description="OpenAI-compatible base URL (vLLM, llama.cpp)")

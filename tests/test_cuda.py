@@ -74,7 +74,8 @@ def sample_points(t: Task, k: int, seed: int = 0) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("name", CUDA_TASKS)
 def test_cuda_task_has_reference_and_real_search_space(name: str) -> None:
     t = task(name)
-    assert t.language == "cuda"
+    assert t.language == "cuda" and t.backend == "cuda"
+    assert task(name.removesuffix("_cuda")).backend == "opencl"  # its OpenCL twin
     assert f'extern "C" __global__ void {t.spec.entry}(' in " ".join(t.source.split())
     assert t.spec.template is not None and t.spec.template.default is not None
     space = t.param_space()

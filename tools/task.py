@@ -188,6 +188,12 @@ class Task:
     def language(self) -> str:
         return self.spec.language
 
+    @property
+    def backend(self) -> str:
+        """The measurement backend that runs this task: its language decides (OpenCL source needs an
+        OpenCL runtime, CUDA source needs CUDA), so no setting can pair a task with the wrong one."""
+        return "cuda" if self.language == "cuda" else "opencl"
+
     def sizes(self, which: Literal["full", "small"] = "full") -> dict[str, int]:
         """Named problem sizes; ``small`` falls back to full when no small set is given."""
         if which == "small" and self.spec.small_sizes:

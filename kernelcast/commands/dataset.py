@@ -36,7 +36,7 @@ def build(
             chosen = [t for t in (load_task(p) for p in builtin_task_paths().values()) if t.language == "opencl"]
     except TaskError as exc:
         fail(str(exc))
-    backends = {api.backend_for(t) for t in chosen}
+    backends = {t.backend for t in chosen}
     if len(backends) != 1:
         fail("these tasks need different backends (OpenCL and CUDA): build their datasets in two runs")
     store = api.open_store()

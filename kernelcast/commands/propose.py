@@ -80,7 +80,7 @@ def propose(
     except (TaskError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     settings = get_settings()
-    worker = MeasurementWorker(api.backend_for(task_obj), device or settings.device)
+    worker = MeasurementWorker(task_obj.backend, device or settings.device)
     gen = make_generator(generator, worker if compile_check else None, model)  # fails fast on bad options
     store = api.open_store()
     try:
