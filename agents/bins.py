@@ -1,6 +1,6 @@
 """The eight speedup bins, seen from the forecaster's side.
 
-The bins themselves are defined once, in :mod:`tools.bins` (measurements are
+The bins themselves are defined once, in :mod:`kernelcast.tools.bins` (measurements are
 binned when stored); this module re-exports them and adds what forecasts need:
 summaries of a distribution over the bins.
 """
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tools.bins import BIN_CENTERS, BIN_NAMES, EDGES, FAILURE, NUM_BINS, bin_label, speedup_bin
+from kernelcast.tools.bins import BIN_CENTERS, BIN_NAMES, EDGES, FAILURE, NUM_BINS, bin_label, speedup_bin
 
 __all__ = [
     "BIN_CENTERS", "BIN_NAMES", "EDGES", "FAILURE", "NUM_BINS", "LOG_BIN_CENTERS", "bin_label", "speedup_bin",
@@ -27,7 +27,7 @@ LOG_BIN_CENTERS = np.log(np.asarray(BIN_CENTERS, dtype=np.float64))
 def as_distribution(probabilities: Sequence[float] | np.ndarray, atol: float = 1e-6) -> np.ndarray:
     """Checked float array of 8 non-negative values summing to 1 (raises ValueError otherwise).
 
-    Callers that hold raw model output repair it first (see :func:`agents.forecast.repair_probabilities`).
+    Callers that hold raw model output repair it first (see :func:`kernelcast.agents.forecast.repair_probabilities`).
     """
     p = np.asarray(probabilities, dtype=np.float64)
     if p.shape != (NUM_BINS,):

@@ -22,9 +22,9 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 from sklearn.isotonic import IsotonicRegression
 
-from agents.bins import NUM_BINS
-from agents.forecast import Forecast
-from agents.scoring import ScoreSummary, summarize
+from kernelcast.agents.bins import NUM_BINS
+from kernelcast.agents.forecast import Forecast
+from kernelcast.agents.scoring import ScoreSummary, summarize
 
 EPS = 1e-12
 T_BOUNDS = (0.05, 20.0)

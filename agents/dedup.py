@@ -2,7 +2,7 @@
 
 A measurement is the scarce resource, so the same kernel must never be
 proposed twice: not a kernel already in the store, not one already in this
-search, not a cosmetic edit of either. :attr:`tools.candidate.Candidate.hash`
+search, not a cosmetic edit of either. :attr:`kernelcast.tools.candidate.Candidate.hash`
 already ignores comments and whitespace, so one set of hashes is enough.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tools.candidate import Candidate
+from kernelcast.tools.candidate import Candidate
 
 
 class Deduplicator:

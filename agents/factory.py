@@ -7,15 +7,15 @@ from pathlib import Path
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from agents.forecast import Forecast, Forecaster
-from agents.generator import Generator
-from tools.candidate import Candidate
-from tools.measurement import HardwareSpec
-from tools.task import Task
+from kernelcast.agents.forecast import Forecast, Forecaster
+from kernelcast.agents.generator import Generator
+from kernelcast.tools.candidate import Candidate
+from kernelcast.tools.measurement import HardwareSpec
+from kernelcast.tools.task import Task
 
 if TYPE_CHECKING:
-    from tools.store import Store
-    from tools.worker import MeasurementWorker
+    from kernelcast.tools.store import Store
+    from kernelcast.tools.worker import MeasurementWorker
 
 
 class UninformativeForecaster:
@@ -34,7 +34,7 @@ class UninformativeForecaster:
 
 
 def llm_client(model: str | None, api_base: str | None = None, api_key: str | None = None):  # noqa: ANN201
-    from agents.llm_client import LLMClient
+    from kernelcast.agents.llm_client import LLMClient
 
     model = model or os.environ.get("KERNELCAST_MODEL")
     if not model:
@@ -50,8 +50,8 @@ def learned_forecaster(store: "Store | None", device: str | None, exclude_task: 
                        seed_path: Path = SEED_DATASET) -> Forecaster:
     """Train on the store's measured pairs for this device; while the store holds fewer than the
     model needs, add the shipped seed dataset's pairs measured on the same device."""
-    from agents.learned_forecaster import MIN_SAMPLES, LearnedForecaster, training_set
-    from tools.store import Store
+    from kernelcast.agents.learned_forecaster import MIN_SAMPLES, LearnedForecaster, training_set
+    from kernelcast.tools.store import Store
 
     if store is None:
         return UninformativeForecaster("learned forecaster without a store")
@@ -75,11 +75,11 @@ def learned_forecaster(store: "Store | None", device: str | None, exclude_task: 
 def make_generator(name: str, worker: "MeasurementWorker | None" = None, model: str | None = None,
                    api_base: str | None = None) -> Generator:
     if name == "offline":
-        from agents.offline_generator import OfflineGenerator
+        from kernelcast.agents.offline_generator import OfflineGenerator
 
         return OfflineGenerator(worker=worker)
     if name == "llm":
-        from agents.llm_generator import LLMGenerator
+        from kernelcast.agents.llm_generator import LLMGenerator
 
         return LLMGenerator(llm_client(model, api_base), worker=worker)
     raise ValueError(f"unknown generator {name!r} (expected offline or llm)")
@@ -91,11 +91,11 @@ def make_forecaster(name: str, store: "Store | None" = None, device: str | None 
     if name == "learned":
         return learned_forecaster(store, device, exclude_task)
     if name == "llm":
-        from agents.llm_forecaster import LLMForecaster
+        from kernelcast.agents.llm_forecaster import LLMForecaster
 
         return LLMForecaster(llm_client(model, api_base))
     if name == "llm-logprobs":
-        from agents.llm_forecaster import LLMForecaster
+        from kernelcast.agents.llm_forecaster import LLMForecaster
 
         return LLMForecaster(llm_client(model, api_base), mode="logprobs")
     if name == "none":

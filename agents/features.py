@@ -21,10 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tools.candidate import Candidate, SignatureError, entry_parameters, normalize_source
-from tools.expr import ExpressionError, evaluate, evaluate_int
-from tools.measurement import HardwareSpec
-from tools.task import Task
+from kernelcast.tools.candidate import Candidate, SignatureError, entry_parameters, normalize_source
+from kernelcast.tools.expr import ExpressionError, evaluate, evaluate_int
+from kernelcast.tools.measurement import HardwareSpec
+from kernelcast.tools.task import Task
 
 Features = dict[str, float]
 

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
-from agents.bins import NUM_BINS, expected_bin, expected_log_speedup, normalized_entropy, top2_margin
-from tools.candidate import Candidate
-from tools.measurement import HardwareSpec, Measurement
-from tools.task import Task
+from kernelcast.agents.bins import NUM_BINS, expected_bin, expected_log_speedup, normalized_entropy, top2_margin
+from kernelcast.tools.candidate import Candidate
+from kernelcast.tools.measurement import HardwareSpec, Measurement
+from kernelcast.tools.task import Task
 
 if TYPE_CHECKING:
-    from tools.store import Store
+    from kernelcast.tools.store import Store
 
 
 class Provenance(BaseModel):

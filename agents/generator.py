@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field, field_validator
 
-from agents.dedup import Deduplicator
-from tools.candidate import Candidate, SignatureError, check_signature, signature
-from tools.harness import InvalidCandidate, resolve_geometry
-from tools.measurement import HardwareSpec, Status
-from tools.task import Task
+from kernelcast.agents.dedup import Deduplicator
+from kernelcast.tools.candidate import Candidate, SignatureError, check_signature, signature
+from kernelcast.tools.harness import InvalidCandidate, resolve_geometry
+from kernelcast.tools.measurement import HardwareSpec, Status
+from kernelcast.tools.task import Task
 
 if TYPE_CHECKING:
-    from tools.store import Store
-    from tools.worker import MeasurementWorker
+    from kernelcast.tools.store import Store
+    from kernelcast.tools.worker import MeasurementWorker
 
 REPORT_CHARS = 1500  # error / wrong-result text kept in a context (enough for the first compiler errors)
 FAST_MATH_OPTIONS = frozenset({
@@ -145,7 +145,7 @@ class GenerationContext(BaseModel):
 
     parent_speedup: float | None = None
     parent_speedup_kind: Literal["measured", "forecast", "unknown"] = "unknown"
-    parent_status: str | None = None  # a tools.measurement.Status value, None when not measured
+    parent_status: str | None = None  # a kernelcast.tools.measurement.Status value, None when not measured
     parent_report: str = ""  # trimmed compiler error / wrong-result report of the parent
     best: list[tuple[Candidate, float]] = Field(default_factory=list)  # best kernels so far with speedups
     hardware: HardwareSpec | None = None
@@ -299,7 +299,7 @@ class Validator:
             status, log = self.worker.build(self.task, c)
             return (None, "compiles") if status == "ok" else (Reason.compile_error, f"{status}: {log}")
         if self.worker is not None and wanted == "cuda":
-            from tools.nvcc import compile_check, nvcc_available
+            from kernelcast.tools.nvcc import compile_check, nvcc_available
 
             if nvcc_available():
                 ok, log = compile_check(c.source, c.build_options)

@@ -1,7 +1,7 @@
 """The offline default forecaster: a scikit-learn classifier over bins, trained on measured pairs.
 
 It needs no network and no API key. Trained on the store's (candidate,
-measurement) pairs, with static features from :mod:`agents.features`, it is
+measurement) pairs, with static features from :mod:`kernelcast.agents.features`, it is
 calibrated post hoc by temperature fitted on out-of-fold predictions. Until it
 has ``min_samples`` correct measurements it answers uninformative forecasts,
 so every candidate is deferred to the hardware (as Ansor does before its cost
@@ -23,14 +23,14 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.feature_extraction import DictVectorizer
 from sklearn.model_selection import GroupKFold, KFold, StratifiedKFold
 
-from agents.bins import LOG_BIN_CENTERS, NUM_BINS
-from agents.calibration import Calibrator
-from agents.features import Context, Features, candidate_features, context
-from agents.forecast import Forecast, Provenance
-from agents.scoring import ScoreSummary, recovered_speedup, summarize
-from tools.candidate import Candidate
-from tools.measurement import HardwareSpec, Measurement
-from tools.task import Task, TaskError, resolve_task
+from kernelcast.agents.bins import LOG_BIN_CENTERS, NUM_BINS
+from kernelcast.agents.calibration import Calibrator
+from kernelcast.agents.features import Context, Features, candidate_features, context
+from kernelcast.agents.forecast import Forecast, Provenance
+from kernelcast.agents.scoring import ScoreSummary, recovered_speedup, summarize
+from kernelcast.tools.candidate import Candidate
+from kernelcast.tools.measurement import HardwareSpec, Measurement
+from kernelcast.tools.task import Task, TaskError, resolve_task
 
 MIN_SAMPLES = 100
 SMOOTHING = 0.01  # mixed-in uniform mass: a bin never seen in training is unlikely, not impossible
@@ -39,7 +39,7 @@ TaskLookup = Callable[[str], Task] | Mapping[str, Task]
 
 
 class MeasuredPairs(Protocol):
-    """The part of ``tools.store.Store`` training needs (agents only reads data through it)."""
+    """The part of ``kernelcast.tools.store.Store`` training needs (agents only reads data through it)."""
 
     def measured_pairs(self, device: str | None = None, sizes: str = "full") -> list[tuple[Candidate, Measurement]]: ...
 

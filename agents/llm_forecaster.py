@@ -2,7 +2,7 @@
 
 ``json``: the model writes short reasoning and eight probabilities as JSON
 (schema-constrained where the server supports it); the numbers are repaired
-or rejected by :func:`agents.forecast.repair_probabilities`.
+or rejected by :func:`kernelcast.agents.forecast.repair_probabilities`.
 ``logprobs``: the model names one bin digit and the distribution is read from
 the top log-probabilities over the tokens "1".."8" (no trust in stated numbers).
 
@@ -27,13 +27,13 @@ import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict
 
-from agents.bins import NUM_BINS, bin_label
-from agents.forecast import Forecast, Provenance, RepairError, parse_bin, repair_probabilities
-from agents.llm_client import Completion, LLMClient, LLMError, Messages, TokenLogprob
-from tools.candidate import Candidate
-from tools.expr import ExpressionError, evaluate, evaluate_int
-from tools.measurement import HardwareSpec
-from tools.task import Task
+from kernelcast.agents.bins import NUM_BINS, bin_label
+from kernelcast.agents.forecast import Forecast, Provenance, RepairError, parse_bin, repair_probabilities
+from kernelcast.agents.llm_client import Completion, LLMClient, LLMError, Messages, TokenLogprob
+from kernelcast.tools.candidate import Candidate
+from kernelcast.tools.expr import ExpressionError, evaluate, evaluate_int
+from kernelcast.tools.measurement import HardwareSpec
+from kernelcast.tools.task import Task
 
 log = structlog.get_logger(__name__)
 
@@ -74,7 +74,7 @@ def load_prompt(name: str) -> Template:
 
 
 def bin_table() -> str:
-    """The bin table as the model sees it, generated from the one definition in tools.bins."""
+    """The bin table as the model sees it, generated from the one definition in kernelcast.tools.bins."""
     return "\n".join(f"- bin {b}: {bin_label(b)}" for b in range(1, NUM_BINS + 1))
 
 
@@ -180,7 +180,7 @@ class ForecasterStats:
 
 
 class LLMForecaster:
-    """A :class:`agents.forecast.Forecaster` backed by any chat model through :class:`LLMClient`."""
+    """A :class:`kernelcast.agents.forecast.Forecaster` backed by any chat model through :class:`LLMClient`."""
 
     def __init__(self, client: LLMClient, *, mode: Mode = "json", name: str | None = None, max_tokens: int = 300,
                  top_logprobs: int = 20, min_digit_mass: float = 0.05, max_source_chars: int = 6000,

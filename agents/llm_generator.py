@@ -4,7 +4,7 @@ The prompt (agents/prompts/generate*.md) shows the task, the reference, the
 parent with how it did, the device, the best kernels so far and the feedback
 on earlier rejections, and asks for K candidates as one JSON object. Every
 entry of the reply goes through :func:`read_reply`: parsed leniently, then
-validated by the same :class:`agents.generator.Validator` as offline
+validated by the same :class:`kernelcast.agents.generator.Validator` as offline
 proposals. Anything wrong with the model's output becomes a counted
 rejection whose reason is fed back in the next round; nothing raises.
 """
@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from agents.dedup import Deduplicator
-from agents.generator import GenerationContext, ProposalReport, Reason, Validator
-from agents.llm_client import LLMClient, LLMError, Messages
-from agents.llm_forecaster import clip_source, device_guide, launch_text, load_prompt, work_estimate
-from tools.candidate import Candidate
-from tools.task import BufferArg, Task
+from kernelcast.agents.dedup import Deduplicator
+from kernelcast.agents.generator import GenerationContext, ProposalReport, Reason, Validator
+from kernelcast.agents.llm_client import LLMClient, LLMError, Messages
+from kernelcast.agents.llm_forecaster import clip_source, device_guide, launch_text, load_prompt, work_estimate
+from kernelcast.tools.candidate import Candidate
+from kernelcast.tools.task import BufferArg, Task
 
 if TYPE_CHECKING:
-    from tools.worker import MeasurementWorker
+    from kernelcast.tools.worker import MeasurementWorker
 
 log = structlog.get_logger(__name__)
 
@@ -144,7 +144,7 @@ def read_reply(reply: str | dict[str, Any], task: Task, parent: Candidate, valid
     Accepts ``{"candidates": [...]}``, a bare list, or a single candidate object; at most ``limit`` entries
     are read (the rest of an over-long answer is ignored, not rejected).
     """
-    from agents.llm_client import extract_json
+    from kernelcast.agents.llm_client import extract_json
 
     report = validator.report
     data: Any = reply

@@ -11,7 +11,7 @@ Two sources of candidates, interleaved:
   unroll`` on simple for-loops. They apply to the parent, or, when the
   parent is an already-measured template point, on top of fresh points.
 
-Every proposal passes :class:`agents.generator.Validator` before it is returned.
+Every proposal passes :class:`kernelcast.agents.generator.Validator` before it is returned.
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agents.dedup import Deduplicator
-from agents.generator import FAST_MATH_OPTIONS, GenerationContext, ProposalReport, Validator
-from tools.candidate import Candidate, normalize_source
-from tools.expr import ExpressionError, evaluate, evaluate_int
-from tools.task import Task
+from kernelcast.agents.dedup import Deduplicator
+from kernelcast.agents.generator import FAST_MATH_OPTIONS, GenerationContext, ProposalReport, Validator
+from kernelcast.tools.candidate import Candidate, normalize_source
+from kernelcast.tools.expr import ExpressionError, evaluate, evaluate_int
+from kernelcast.tools.task import Task
 
 if TYPE_CHECKING:
-    from tools.worker import MeasurementWorker
+    from kernelcast.tools.worker import MeasurementWorker
 
 T = TypeVar("T")
 Point = dict[str, Any]

@@ -1,4 +1,4 @@
-"""Scoring rules for bin forecasts, exactly as DESIGN.md defines them (the paper's names).
+"""Scoring rules for bin forecasts, exactly as docs/architecture.md defines them (the paper's names).
 
 Pure functions of numbers: no forecaster, store or model objects, so the same
 code scores LLM, learned and calibrated forecasts. True bins are 1..8; failed
@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from agents.bins import NUM_BINS, as_distribution, one_hot
+from kernelcast.agents.bins import NUM_BINS, as_distribution, one_hot
 
 ArrayLike = Sequence[float] | np.ndarray
 

@@ -20,11 +20,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from agents.bins import LOG_BIN_CENTERS  # noqa: E402
-from agents.learned_forecaster import LearnedForecaster, forecasts_per_second, training_set  # noqa: E402
-from agents.scoring import recovered_speedup, summarize  # noqa: E402
-from tools.store import Store  # noqa: E402
-from tools.task import resolve_task  # noqa: E402
+from kernelcast.agents.bins import LOG_BIN_CENTERS  # noqa: E402
+from kernelcast.agents.learned_forecaster import LearnedForecaster, forecasts_per_second, training_set  # noqa: E402
+from kernelcast.agents.scoring import recovered_speedup, summarize  # noqa: E402
+from kernelcast.tools.store import Store  # noqa: E402
+from kernelcast.tools.task import resolve_task  # noqa: E402
 
 KS = (1.0, 10.0, 50.0)
 ONLINE = 8  # measurements of the held-out task the online row has learned from

@@ -25,13 +25,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from graphs.config import RunConfig  # noqa: E402
-from graphs.run import start_run  # noqa: E402
-from tools.expr import evaluate  # noqa: E402
-from tools.measurement import MeasureConfig  # noqa: E402
-from tools.store import Store  # noqa: E402
-from tools.task import load_task, resolve_task  # noqa: E402
-from tools.worker import MeasurementWorker  # noqa: E402
+from kernelcast.graphs.config import RunConfig  # noqa: E402
+from kernelcast.graphs.run import start_run  # noqa: E402
+from kernelcast.tools.expr import evaluate  # noqa: E402
+from kernelcast.tools.measurement import MeasureConfig  # noqa: E402
+from kernelcast.tools.store import Store  # noqa: E402
+from kernelcast.tools.task import load_task, resolve_task  # noqa: E402
+from kernelcast.tools.worker import MeasurementWorker  # noqa: E402
 
 ROUTERS = ("measure-all", "topk", "selective")
 FROZEN_ARM = "selective-frozen"  # --ablation: selective with a forecaster that does not learn from the run

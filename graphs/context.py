@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.forecast import Forecaster
-from agents.generator import Generator
-from graphs.config import RunConfig
-from graphs.routing import Router, make_router
-from tools.measurement import HardwareSpec, MeasureConfig
-from tools.store import Store
-from tools.task import Task
-from tools.worker import MeasurementWorker
+from kernelcast.agents.forecast import Forecaster
+from kernelcast.agents.generator import Generator
+from kernelcast.graphs.config import RunConfig
+from kernelcast.graphs.routing import Router, make_router
+from kernelcast.tools.measurement import HardwareSpec, MeasureConfig
+from kernelcast.tools.store import Store
+from kernelcast.tools.task import Task
+from kernelcast.tools.worker import MeasurementWorker
 
 ProgressCallback = Callable[[str, dict[str, Any]], None]
 

@@ -13,10 +13,10 @@ from typing import Any
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
-from graphs.context import RunContext
-from graphs.nodes import SearchNodes, after_select, budget_check, should_measure
-from graphs.result import RunResult, build_result, write_run_folder
-from graphs.state import SearchState
+from kernelcast.graphs.context import RunContext
+from kernelcast.graphs.nodes import SearchNodes, after_select, budget_check, should_measure
+from kernelcast.graphs.result import RunResult, build_result, write_run_folder
+from kernelcast.graphs.state import SearchState
 
 RECURSION_LIMIT = 100_000
 

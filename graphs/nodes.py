@@ -13,14 +13,14 @@ import math
 import time
 from typing import Any
 
-from agents.forecast import Forecast, LearnsFromMeasurements, record_forecast
-from agents.generator import GenerationContext
-from graphs import puct
-from graphs.context import RunContext
-from graphs.routing import RoutingInput
-from graphs.state import NodeRecord, SearchState, outcome_counts
-from tools.candidate import Candidate
-from tools.measurement import Measurement
+from kernelcast.agents.forecast import Forecast, LearnsFromMeasurements, record_forecast
+from kernelcast.agents.generator import GenerationContext
+from kernelcast.graphs import puct
+from kernelcast.graphs.context import RunContext
+from kernelcast.graphs.routing import RoutingInput
+from kernelcast.graphs.state import NodeRecord, SearchState, outcome_counts
+from kernelcast.tools.candidate import Candidate
+from kernelcast.tools.measurement import Measurement
 
 
 def new_node(candidate: Candidate, parent: str | None, depth: int, iteration: int, outcome: str = "pending") -> NodeRecord:

@@ -1,4 +1,4 @@
-"""PUCT over the tree of candidates rooted at the reference (DESIGN.md "Search").
+"""PUCT over the tree of candidates rooted at the reference (docs/architecture.md "Search").
 
 score = Q + c * scale * P * sqrt(1 + T) / (1 + n): Q the best reward in the
 subtree (measured log-speedup; a discounted forecast expectation for
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from graphs.state import NodeRecord
+from kernelcast.graphs.state import NodeRecord
 
 UNVERIFIED_DISCOUNT = 0.5
 EXPANDABLE = ("root", "measured", "accepted", "verified")

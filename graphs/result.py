@@ -7,8 +7,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from graphs.state import NodeRecord, SearchState, outcome_counts
-from tools.store import Store
+from kernelcast.graphs.state import NodeRecord, SearchState, outcome_counts
+from kernelcast.tools.store import Store
 
 
 class RunResult(BaseModel):

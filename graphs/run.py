@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agents.factory import make_forecaster, make_generator
-from graphs.config import RunConfig
-from graphs.context import ProgressCallback, RunContext
-from graphs.graph import execute
-from graphs.result import RunResult
-from tools.measurement import MeasureConfig
-from tools.store import Store
-from tools.task import resolve_task
-from tools.worker import MeasurementWorker
+from kernelcast.agents.factory import make_forecaster, make_generator
+from kernelcast.graphs.config import RunConfig
+from kernelcast.graphs.context import ProgressCallback, RunContext
+from kernelcast.graphs.graph import execute
+from kernelcast.graphs.result import RunResult
+from kernelcast.tools.measurement import MeasureConfig
+from kernelcast.tools.store import Store
+from kernelcast.tools.task import resolve_task
+from kernelcast.tools.worker import MeasurementWorker
 
 
 class RunError(RuntimeError):
@@ -59,6 +59,6 @@ def resume_run(run_id: str, store: Store, home: Path, *, on_event: ProgressCallb
 
 
 def _is_builtin(name: str) -> bool:
-    from tools.task import builtin_task_paths
+    from kernelcast.tools.task import builtin_task_paths
 
     return name in builtin_task_paths()

@@ -1,7 +1,7 @@
 """Entry point for LangGraph tooling (``langgraph.json``): the optimization graph for one task.
 
 The platform supplies its own checkpointer; the run id is the thread id. Options come from
-``config["configurable"]`` with the same names as :class:`graphs.config.RunConfig`.
+``config["configurable"]`` with the same names as :class:`kernelcast.graphs.config.RunConfig`.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from graphs.config import RunConfig
-from graphs.graph import build_graph
+from kernelcast.graphs.config import RunConfig
+from kernelcast.graphs.graph import build_graph
 
 
 def make_graph(config: dict[str, Any] | None = None) -> Any:
-    from graphs.run import build_context
-    from tools.store import Store
-    from tools.worker import MeasurementWorker
+    from kernelcast.graphs.run import build_context
+    from kernelcast.tools.store import Store
+    from kernelcast.tools.worker import MeasurementWorker
 
     home = Path(os.environ.get("KERNELCAST_HOME", ".kernelcast"))
     db = Path(os.environ.get("KERNELCAST_DB", home / "kernelcast.db"))

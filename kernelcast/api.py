@@ -8,15 +8,15 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from kernelcast.settings import get_settings
-from tools.candidate import Candidate, candidate_from_file, candidate_from_source
-from tools.measurement import HardwareSpec, Measurement, MeasureConfig
-from tools.store import Store
-from tools.task import Task, resolve_task
-from tools.worker import MeasurementWorker
+from kernelcast.tools.candidate import Candidate, candidate_from_file, candidate_from_source
+from kernelcast.tools.measurement import HardwareSpec, Measurement, MeasureConfig
+from kernelcast.tools.store import Store
+from kernelcast.tools.task import Task, resolve_task
+from kernelcast.tools.worker import MeasurementWorker
 
 if TYPE_CHECKING:
-    from agents.forecast import Forecast
-    from graphs.result import RunResult
+    from kernelcast.agents.forecast import Forecast
+    from kernelcast.graphs.result import RunResult
 
 
 def open_store(path: str | Path | None = None) -> Store:
@@ -90,8 +90,8 @@ def optimize(task: str | Path, *, budget: int = 24, router: str = "selective", t
              device: str | None = None, seed: int = 0, sizes: str = "full", measure_per_round: int = 4,
              store: Store | None = None, on_event: Any = None, **extra: Any) -> "RunResult":
     """Optimize a task under a hardware budget; returns the run's result (best kernel is always measured)."""
-    from graphs.config import RunConfig
-    from graphs.run import start_run
+    from kernelcast.graphs.config import RunConfig
+    from kernelcast.graphs.run import start_run
 
     settings = get_settings()
     config = RunConfig(task=str(task), budget=budget, router=router, threshold=threshold, generator=generator,  # type: ignore[arg-type]
@@ -105,7 +105,7 @@ def optimize(task: str | Path, *, budget: int = 24, router: str = "selective", t
 
 def resume(run_id: str, *, store: Store | None = None, on_event: Any = None) -> "RunResult":
     """Continue a stopped run where it left off (nothing measured is bought twice)."""
-    from graphs.run import resume_run
+    from kernelcast.graphs.run import resume_run
 
     settings = get_settings()
     with store_scope(store) as db:
@@ -118,8 +118,8 @@ def forecast(task: str | Path | Task, candidate: Candidate | str | Path | None =
              device: str | None = None, store: Store | None = None, hardware_spec: HardwareSpec | None = None,
              record: bool = True) -> "Forecast":
     """Forecast a candidate's speedup distribution without measuring it (and record the forecast)."""
-    from agents.factory import make_forecaster
-    from agents.forecast import record_forecast
+    from kernelcast.agents.factory import make_forecaster
+    from kernelcast.agents.forecast import record_forecast
 
     settings = get_settings()
     task_obj = as_task(task)

@@ -2,7 +2,7 @@
 
 Reads forecast rows joined with the latest full-size measurement of the same
 candidate on the same device; failed measurements (bin 0) are outside the
-8-bin distribution and are counted separately, as DESIGN.md asks.
+8-bin distribution and are counted separately, as docs/architecture.md asks.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from agents.bins import expected_log_speedup
-from agents.scoring import ScoreSummary, bucket_index, recovered_speedup, risk_coverage, summarize
-from tools.store import Store
+from kernelcast.agents.bins import expected_log_speedup
+from kernelcast.agents.scoring import ScoreSummary, bucket_index, recovered_speedup, risk_coverage, summarize
+from kernelcast.tools.store import Store
 
 RECOVERY_KS = (1.0, 10.0, 50.0)
 

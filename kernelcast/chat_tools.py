@@ -17,14 +17,14 @@ from typing import Annotated, Any, Literal, get_type_hints
 
 from pydantic import BaseModel, Field, ValidationError, create_model
 
-from graphs.result import RunResult
+from kernelcast.graphs.result import RunResult
 from kernelcast import api
-from tools.bins import BIN_NAMES
-from tools.candidate import Candidate, candidate_from_file, candidate_from_source
-from tools.measurement import Measurement
-from tools.store import StoreError
-from tools.task import BufferArg, Task, builtin_task_paths, load_task
-from tools.worker import WorkerError
+from kernelcast.tools.bins import BIN_NAMES
+from kernelcast.tools.candidate import Candidate, candidate_from_file, candidate_from_source
+from kernelcast.tools.measurement import Measurement
+from kernelcast.tools.store import StoreError
+from kernelcast.tools.task import BufferArg, Task, builtin_task_paths, load_task
+from kernelcast.tools.worker import WorkerError
 
 Sizes = Literal["full", "small"]
 Router = Literal["selective", "topk", "measure-all"]
@@ -50,7 +50,7 @@ class OperationError(ValueError):
 @contextmanager
 def clear_errors() -> Iterator[None]:
     """Turn the errors bad input can cause anywhere below into :class:`OperationError`."""
-    from graphs.run import RunError
+    from kernelcast.graphs.run import RunError
 
     try:
         yield

@@ -11,13 +11,13 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable
 
-from agents.generator import GenerationContext
-from agents.offline_generator import OfflineGenerator
-from tools.candidate import Candidate
-from tools.measurement import MeasureConfig, Measurement
-from tools.store import Store
-from tools.task import Task
-from tools.worker import MeasurementWorker
+from kernelcast.agents.generator import GenerationContext
+from kernelcast.agents.offline_generator import OfflineGenerator
+from kernelcast.tools.candidate import Candidate
+from kernelcast.tools.measurement import MeasureConfig, Measurement
+from kernelcast.tools.store import Store
+from kernelcast.tools.task import Task
+from kernelcast.tools.worker import MeasurementWorker
 
 TEMPLATE_SHARE = 0.75
 

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tools.bins import BIN_NAMES, NUM_BINS
-from tools.measurement import Measurement
-from tools.store import Store
+from kernelcast.tools.bins import BIN_NAMES, NUM_BINS
+from kernelcast.tools.measurement import Measurement
+from kernelcast.tools.store import Store
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from graphs.result import RunResult
+    from kernelcast.graphs.result import RunResult
 
 PLOTS = ("progress", "tree", "confusion", "reliability")
 OUTCOME_COLORS = {"root": "#000000", "measured": "#2ca02c", "verified": "#006400", "accepted": "#1f77b4",
@@ -146,7 +146,7 @@ def confusion_counts(pairs: Sequence[ForecastPair]) -> np.ndarray:
 
 def reliability(pairs: Sequence[ForecastPair], n_buckets: int = 10) -> tuple[list[dict[str, float]], float | None]:
     """Per confidence bucket: mean confidence, accuracy, count (informative forecasts of correct kernels); ECE."""
-    from agents.scoring import ece
+    from kernelcast.agents.scoring import ece
     from kernelcast.calibration_report import reliability_buckets
 
     usable = [p for p in pairs if not p.failed and p.measured_bin > 0]
@@ -347,7 +347,7 @@ def report_note(result: RunResult) -> str:
 
 
 def _scores(pairs: Sequence[ForecastPair]) -> str:
-    from agents.scoring import summarize
+    from kernelcast.agents.scoring import summarize
 
     usable = [p for p in pairs if not p.failed and p.measured_bin > 0]
     note = (f"{len(pairs)} forecasts of this run were measured; {sum(p.failed for p in pairs)} were uninformative "

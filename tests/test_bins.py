@@ -1,4 +1,4 @@
-"""The bin table of DESIGN.md, every edge and just above it, plus distribution summaries."""
+"""The bin table of docs/architecture.md, every edge and just above it, plus distribution summaries."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-import tools.bins
-from agents import bins
-from agents.bins import expected_bin, expected_log_speedup, expected_speedup, normalized_entropy, speedup_bin, top2_margin
+import kernelcast.tools.bins
+from kernelcast.agents import bins
+from kernelcast.agents.bins import expected_bin, expected_log_speedup, expected_speedup, normalized_entropy, speedup_bin, top2_margin
 
 ABOVE = 1e-9
 
@@ -37,8 +37,8 @@ def test_failures_are_bin_zero(bad: float | None) -> None:
 
 
 def test_agents_bins_reexports_the_single_definition() -> None:
-    assert bins.EDGES is tools.bins.EDGES
-    assert bins.speedup_bin is tools.bins.speedup_bin
+    assert bins.EDGES is kernelcast.tools.bins.EDGES
+    assert bins.speedup_bin is kernelcast.tools.bins.speedup_bin
     assert bins.NUM_BINS == 8 and len(bins.BIN_CENTERS) == 8
 
 

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 from numpy_refs import NUMPY_REFS
 
-from tools.candidate import check_signature
-from tools.expr import evaluate
-from tools.harness import buffer_count, make_inputs, scalar_values
-from tools.measurement import MeasureConfig, Status
-from tools.task import BufferArg, Task, builtin_task_paths, load_task
-from tools.worker import MeasurementWorker
+from kernelcast.tools.candidate import check_signature
+from kernelcast.tools.expr import evaluate
+from kernelcast.tools.harness import buffer_count, make_inputs, scalar_values
+from kernelcast.tools.measurement import MeasureConfig, Status
+from kernelcast.tools.task import BufferArg, Task, builtin_task_paths, load_task
+from kernelcast.tools.worker import MeasurementWorker
 
 EXPECTED_TASKS = {"saxpy", "reduce_rows", "softmax", "layernorm", "transpose", "gemm", "gemv", "stencil2d",
                   "histogram", "scan"}

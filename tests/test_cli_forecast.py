@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from agents.factory import SEED_DATASET
-from tools.measurement import Measurement, Status
-from tools.store import Store
-from tools.task import resolve_task
+from kernelcast.agents.factory import SEED_DATASET
+from kernelcast.tools.measurement import Measurement, Status
+from kernelcast.tools.store import Store
+from kernelcast.tools.task import resolve_task
 
 
 def kc(tmp_path: Path, *args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

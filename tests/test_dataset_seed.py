@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agents.factory import SEED_DATASET, UninformativeForecaster, learned_forecaster
-from tools.measurement import HardwareSpec, Measurement, Status
-from tools.store import Store
-from tools.task import resolve_task
+from kernelcast.agents.factory import SEED_DATASET, UninformativeForecaster, learned_forecaster
+from kernelcast.tools.measurement import HardwareSpec, Measurement, Status
+from kernelcast.tools.store import Store
+from kernelcast.tools.task import resolve_task
 
 SPEC = HardwareSpec(backend="opencl", platform="p", name="dev", compute_units=2)
 

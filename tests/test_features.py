@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agents.features import SOURCE_KEYS, context, candidate_features, features, source_features
-from tools.candidate import Candidate
-from tools.measurement import HardwareSpec
-from tools.task import resolve_task
+from kernelcast.agents.features import SOURCE_KEYS, context, candidate_features, features, source_features
+from kernelcast.tools.candidate import Candidate
+from kernelcast.tools.measurement import HardwareSpec
+from kernelcast.tools.task import resolve_task
 
 TILED = """
 // a comment with for ( and barrier( that must not count

@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agents.dedup import Deduplicator
-from agents.generator import GenerationContext, Generator, ProposalReport, Reason, Validator
-from agents.offline_generator import (OfflineGenerator, active_lines, generic_edits, local_size_independent,
+from kernelcast.agents.dedup import Deduplicator
+from kernelcast.agents.generator import GenerationContext, Generator, ProposalReport, Reason, Validator
+from kernelcast.agents.offline_generator import (OfflineGenerator, active_lines, generic_edits, local_size_independent,
                                       simple_loops)
 from kernelcast.settings import get_settings
-from tools.candidate import Candidate, candidate_from_file, check_signature
-from tools.measurement import HardwareSpec, Measurement, MeasureConfig, Status
-from tools.store import Store
-from tools.task import Task, Tolerance, builtin_task_paths, load_task, resolve_task
-from tools.worker import MeasurementWorker, WorkerError
+from kernelcast.tools.candidate import Candidate, candidate_from_file, check_signature
+from kernelcast.tools.measurement import HardwareSpec, Measurement, MeasureConfig, Status
+from kernelcast.tools.store import Store
+from kernelcast.tools.task import Task, Tolerance, builtin_task_paths, load_task, resolve_task
+from kernelcast.tools.worker import MeasurementWorker, WorkerError
 
 SMALL = MeasureConfig(sizes="small", time_kernels=False)
 DEVICE = "opencl:test-platform:test-device"
@@ -133,7 +133,7 @@ def test_offline_proposals_compile_and_are_correct_on_every_builtin_task(
             m = device_worker.measure(task, c, SMALL)
             assert m.status is Status.correct, f"{c.intent}: {m.reason}"
         else:
-            from tools.nvcc import nvcc_available
+            from kernelcast.tools.nvcc import nvcc_available
 
             expected = "compiles (nvcc)" if nvcc_available() else "signature and geometry ok (not compiled)"
             assert report.validation[c.hash] == expected

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from graphs.config import RunConfig
-from graphs.run import RunError, resume_run, start_run
-from graphs.state import CONSIDERED_CLASSES
-from tools.store import Store
+from kernelcast.graphs.config import RunConfig
+from kernelcast.graphs.run import RunError, resume_run, start_run
+from kernelcast.graphs.state import CONSIDERED_CLASSES
+from kernelcast.tools.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 

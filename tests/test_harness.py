@@ -7,10 +7,10 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from tools.candidate import Candidate
-from tools.measurement import MeasureConfig, Status
-from tools.task import Task, resolve_task
-from tools.worker import MeasurementWorker
+from kernelcast.tools.candidate import Candidate
+from kernelcast.tools.measurement import MeasureConfig, Status
+from kernelcast.tools.task import Task, resolve_task
+from kernelcast.tools.worker import MeasurementWorker
 
 SMALL = MeasureConfig(sizes="small", max_reps=10, target_seconds=0.02, timeout_s=60)
 BODY = "y[i] = a * x[i] + y[i];"
@@ -144,7 +144,7 @@ def test_candidate_of_another_task_is_invalid(task: Task, worker: MeasurementWor
 
 
 def test_outputs_match_numpy(task: Task, worker: MeasurementWorker) -> None:
-    from tools.harness import make_inputs
+    from kernelcast.tools.harness import make_inputs
 
     outputs, problems = worker.outputs(task, task.reference(), "small", seed=5)
     inputs = make_inputs(task, task.sizes("small"), 5)

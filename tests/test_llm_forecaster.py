@@ -13,15 +13,15 @@ import math
 import numpy as np
 import pytest
 
-from agents.forecast import Forecast
-from agents.llm_client import LLMClient, TokenLogprob
-from agents.llm_forecaster import LLMForecaster, bin_table, build_prompt, digit_distribution
-from agents.forecast import RepairError
+from kernelcast.agents.forecast import Forecast
+from kernelcast.agents.llm_client import LLMClient, TokenLogprob
+from kernelcast.agents.llm_forecaster import LLMForecaster, bin_table, build_prompt, digit_distribution
+from kernelcast.agents.forecast import RepairError
 from llm_server import CannedServer, LlamaServer, find_gguf, free_port
-from tools.bins import EDGES
-from tools.candidate import Candidate
-from tools.measurement import HardwareSpec
-from tools.task import Task, resolve_task
+from kernelcast.tools.bins import EDGES
+from kernelcast.tools.candidate import Candidate
+from kernelcast.tools.measurement import HardwareSpec
+from kernelcast.tools.task import Task, resolve_task
 
 CPU = HardwareSpec(backend="opencl", platform="Portable Computing Language", name="pthread-AMD EPYC",
                    device_type="CPU", compute_units=2, clock_mhz=2596, global_mem_bytes=4 << 30,

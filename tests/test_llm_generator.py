@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from agents.dedup import Deduplicator
-from agents.generator import GenerationContext, ProposalReport, Reason, Validator
-from agents.llm_client import LLMClient
-from agents.llm_generator import LLMGenerator, build_prompt, read_reply
-from tools.candidate import Candidate
-from tools.measurement import HardwareSpec, MeasureConfig, Status
-from tools.task import Task, resolve_task
-from tools.worker import MeasurementWorker
+from kernelcast.agents.dedup import Deduplicator
+from kernelcast.agents.generator import GenerationContext, ProposalReport, Reason, Validator
+from kernelcast.agents.llm_client import LLMClient
+from kernelcast.agents.llm_generator import LLMGenerator, build_prompt, read_reply
+from kernelcast.tools.candidate import Candidate
+from kernelcast.tools.measurement import HardwareSpec, MeasureConfig, Status
+from kernelcast.tools.task import Task, resolve_task
+from kernelcast.tools.worker import MeasurementWorker
 
 SMALL = MeasureConfig(sizes="small", time_kernels=False)
 SAXPY_BODY = "{\n    int i = get_global_id(0);\n    if (i < n)\n        y[i] += a * x[i];\n}\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.scoring import ece
+from kernelcast.agents.scoring import ece
 from kernelcast import api
 from kernelcast.report import (
     PLOTS,
@@ -24,7 +24,7 @@ from kernelcast.report import (
     write_report,
 )
 from kernelcast.settings import get_settings
-from tools.bins import NUM_BINS
+from kernelcast.tools.bins import NUM_BINS
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphs.routing import RoutingInput, SelectiveRouter, TopKRouter, MeasureAllRouter
+from kernelcast.graphs.routing import RoutingInput, SelectiveRouter, TopKRouter, MeasureAllRouter
 
 probs = st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=8, max_size=8).filter(lambda p: sum(p) > 1e-6)
 

@@ -1,4 +1,4 @@
-"""Scoring rules against hand-computed values (DESIGN.md definitions)."""
+"""Scoring rules against hand-computed values (docs/architecture.md definitions)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from agents import scoring
+from kernelcast.agents import scoring
 
 UNIFORM = np.full(8, 1 / 8)
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tools.measurement import Measurement, Status, TimingStats
-from tools.store import SCHEMA_VERSION, Store, StoreError
-from tools.task import resolve_task
+from kernelcast.tools.measurement import Measurement, Status, TimingStats
+from kernelcast.tools.store import SCHEMA_VERSION, Store, StoreError
+from kernelcast.tools.task import resolve_task
 
 
 def measurement(cand_hash: str, speedup: float | None, status: Status = Status.correct) -> Measurement:
@@ -81,8 +81,8 @@ def test_not_a_database(tmp_path: Path) -> None:
 
 WRITER = textwrap.dedent("""
     import sys
-    from tools.store import Store
-    from tools.measurement import Measurement, Status
+    from kernelcast.tools.store import Store
+    from kernelcast.tools.measurement import Measurement, Status
     store = Store(sys.argv[1])
     run = store.create_run("saxpy", "dev", {}, budget=10**9, run_id="crash")
     print("ready", flush=True)

@@ -1,7 +1,7 @@
 """The eight speedup bins of the GPU Forecasters paper, by explicit edges.
 
 Lives in ``tools`` because measurements are binned as they are stored; the
-forecaster side (``agents.bins``) re-exports it. Intervals are closed on the
+forecaster side (``kernelcast.agents.bins``) re-exports it. Intervals are closed on the
 right. The paper code's ``floor(2*log2(S)) + 4`` is deliberately not used: it
 puts S = 1.2 in bin 4.
 """

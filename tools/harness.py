@@ -1,11 +1,11 @@
-"""The measurement protocol, once, on top of any :class:`~tools.backends.base.Runner`.
+"""The measurement protocol, once, on top of any :class:`~kernelcast.tools.backends.base.Runner`.
 
-DESIGN.md "Measurement protocol": our harness only; signature checked; seeded
+docs/architecture.md "Measurement protocol": our harness only; signature checked; seeded
 inputs; outputs poisoned before every launch; guard zones around every
 buffer; read-only inputs verified unchanged; correctness on several seeds
 against the reference's outputs; warm-up, then reference and candidate timed
 interleaved by device events; noisy or implausible results re-measured and
-flagged. Process isolation is :mod:`tools.worker`'s job.
+flagged. Process isolation is :mod:`kernelcast.tools.worker`'s job.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from tools.backends.base import CompileError, DeviceRuntimeError, Runner
-from tools.candidate import Candidate, SignatureError, check_signature
-from tools.expr import ExpressionError, evaluate
-from tools.measurement import Measurement, MeasureConfig, Status, TimingStats
-from tools.task import BufferArg, ScalarArg, Task
+from kernelcast.tools.backends.base import CompileError, DeviceRuntimeError, Runner
+from kernelcast.tools.candidate import Candidate, SignatureError, check_signature
+from kernelcast.tools.expr import ExpressionError, evaluate
+from kernelcast.tools.measurement import Measurement, MeasureConfig, Status, TimingStats
+from kernelcast.tools.task import BufferArg, ScalarArg, Task
 
 INT_POISON = 0x5A5A5A5A
 

@@ -92,7 +92,7 @@ class HardwareSpec(BaseModel):
 
 
 class MeasureConfig(BaseModel):
-    """How to measure. Defaults follow DESIGN.md's protocol."""
+    """How to measure. Defaults follow docs/architecture.md's protocol."""
 
     sizes: str = "full"  # full | small
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
@@ -134,6 +134,6 @@ class Measurement(BaseModel):
 
     def bin(self) -> int:
         """Speedup bin 1..8 by the explicit edges, 0 for any failure."""
-        from tools.bins import speedup_bin
+        from kernelcast.tools.bins import speedup_bin
 
         return speedup_bin(self.speedup) if self.ok else 0

@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tools.backends.base import trim_log  # one trimming rule for every compiler log
+from kernelcast.tools.backends.base import trim_log  # one trimming rule for every compiler log
 
 DEFAULT_ARCH = "sm_90"  # H100/H200
 DEFAULT_TIMEOUT_S = 120.0

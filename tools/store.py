@@ -18,9 +18,9 @@ from typing import Any, Iterator
 
 import sqlite_utils
 
-from tools.candidate import Candidate
-from tools.measurement import HardwareSpec, Measurement
-from tools.task import Task
+from kernelcast.tools.candidate import Candidate
+from kernelcast.tools.measurement import HardwareSpec, Measurement
+from kernelcast.tools.task import Task
 
 SCHEMA_VERSION = 1
 
@@ -65,6 +65,8 @@ class Store:
             db["tasks"].create({"name": str, "path": str, "language": str, "spec": str, "source_hash": str,
                                 "updated_at": str}, pk="name", if_not_exists=True)
             db["devices"].create({"key": str, "spec": str, "updated_at": str}, pk="key", if_not_exists=True)
+            db["device_probes"].create({"key": str, "driver": str, "reason": str, "checked_at": str},
+                                       pk=("key", "driver"), if_not_exists=True)
             db["candidates"].create({"hash": str, "task": str, "source": str, "global_size": str, "local_size": str,
                                      "build_options": str, "params": str, "parent": str, "intent": str,
                                      "generator": str, "created_at": str}, pk="hash", if_not_exists=True)
@@ -106,6 +108,17 @@ class Store:
         """Remember a device's spec so forecasters trained later see the hardware of each measurement."""
         with self.db.conn:
             self.db["devices"].upsert({"key": spec.key, "spec": spec.model_dump_json(), "updated_at": _now()}, pk="key")
+
+    def record_device_probe(self, key: str, driver: str, reason: str) -> None:
+        """A device's probe verdict ("" = healthy) for this driver version (a new driver is probed again)."""
+        with self.db.conn:
+            self.db["device_probes"].upsert({"key": key, "driver": driver, "reason": reason, "checked_at": _now()},
+                                            pk=("key", "driver"))
+
+    def device_probe(self, key: str, driver: str) -> str | None:
+        """The cached verdict, or None when this device and driver were never probed."""
+        row = self.db.execute("select reason from device_probes where key = ? and driver = ?", [key, driver]).fetchone()
+        return None if row is None else str(row[0])
 
     def devices(self) -> dict[str, HardwareSpec]:
         return {r["key"]: HardwareSpec.model_validate_json(r["spec"]) for r in self.db["devices"].rows}

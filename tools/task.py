@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator,
                       model_validator)
 
-from tools.expr import ExpressionError, evaluate, evaluate_int, names_in
+from kernelcast.tools.expr import ExpressionError, evaluate, evaluate_int, names_in
 
 if TYPE_CHECKING:
-    from tools.candidate import Candidate
+    from kernelcast.tools.candidate import Candidate
 
 DTYPES = ("float32", "float64", "int32", "uint32", "int64", "uint8", "int8", "float16")
 INITS = ("uniform", "normal", "ones", "zeros", "randint", "arange", "positive")
@@ -201,7 +201,7 @@ class Task:
         return dict(self.spec.sizes)
 
     def reference(self) -> "Candidate":
-        from tools.candidate import Candidate
+        from kernelcast.tools.candidate import Candidate
 
         launch = self.spec.launch
         return Candidate(
@@ -248,7 +248,7 @@ class Task:
     def instantiate(self, params: dict[str, Any], intent: str | None = None, parent: str | None = None,
                     generator: str = "template") -> "Candidate":
         """The candidate for one template point: defines prepended, template geometry."""
-        from tools.candidate import Candidate
+        from kernelcast.tools.candidate import Candidate
 
         tmpl = self.spec.template
         if tmpl is None or self.template_source is None:

@@ -17,12 +17,16 @@ import tempfile
 import time
 import traceback
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tools.backends.base import CompileError
-from tools.candidate import Candidate
-from tools.measurement import HardwareSpec, Measurement, MeasureConfig, Status
-from tools.task import Task
+from kernelcast.tools.backends.base import CompileError, DeviceRuntimeError
+from kernelcast.tools.device_probe import DeviceStatus, choose_device
+from kernelcast.tools.candidate import Candidate
+from kernelcast.tools.measurement import HardwareSpec, Measurement, MeasureConfig, Status
+from kernelcast.tools.task import Task
+
+if TYPE_CHECKING:
+    from kernelcast.tools.store import Store
 
 STARTUP_TIMEOUT_S = 60.0
 
@@ -35,8 +39,8 @@ def _serve(conn: Connection, backend: str, device: str | None) -> None:
     """Worker main loop: build the runner once, then answer requests until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     try:
-        from tools.backends import make_runner
-        from tools.harness import Harness
+        from kernelcast.tools.backends import make_runner
+        from kernelcast.tools.harness import Harness
 
         harness = Harness(make_runner(backend, device))
         conn.send(("ready", harness.runner.hardware_spec()))
@@ -73,9 +77,11 @@ def _serve(conn: Connection, backend: str, device: str | None) -> None:
 class MeasurementWorker:
     """Runs the harness in a child process with a hard timeout per request."""
 
-    def __init__(self, backend: str = "opencl", device: str | None = None) -> None:
+    def __init__(self, backend: str = "opencl", device: str | None = None, store: "Store | None" = None) -> None:
         self.backend = backend
         self.device = device
+        self.store = store  # where device probe verdicts are cached (optional)
+        self.device_status: DeviceStatus | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: Any = None
         self._conn: Connection | None = None
@@ -87,11 +93,12 @@ class MeasurementWorker:
         if self._proc is not None and self._proc.poll() is None:
             assert self._spec is not None
             return self._spec
+        opened = self._resolve_device()
         parent_sock, child_sock = socket.socketpair()
         # stderr is kept in a file: after a crash its tail (e.g. "LLVM ERROR: ...") explains why
         self._stderr = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "tools.worker", str(child_sock.fileno()), self.backend, self.device or ""],
+            [sys.executable, "-m", "kernelcast.tools.worker", str(child_sock.fileno()), self.backend, opened or ""],
             pass_fds=[child_sock.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
             preexec_fn=_no_core_dumps,
             env={**os.environ, "PYTHONPATH": _import_root() + os.pathsep + os.environ.get("PYTHONPATH", "")},
@@ -111,6 +118,16 @@ class MeasurementWorker:
             raise WorkerError(f"measurement worker could not open the {self.backend} device: {payload}")
         self._spec = payload
         return payload
+
+    def _resolve_device(self) -> str | None:
+        """The explicit device the child opens: probed first, so a broken device fails here with its reason."""
+        if self.backend != "opencl":
+            return self.device
+        try:
+            self.device_status = choose_device(self.device, self.store)
+        except DeviceRuntimeError as exc:
+            raise WorkerError(str(exc)) from None
+        return self.device_status.index
 
     def close(self) -> None:
         if self._conn is not None and self._proc is not None and self._proc.poll() is None:
@@ -218,8 +235,12 @@ def _no_core_dumps() -> None:
 
 
 def _import_root() -> str:
-    """The folder holding the ``tools`` package, so the worker imports the same code."""
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    """The folder holding the ``kernelcast`` package, so the worker imports the same code as its parent."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("kernelcast")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    return os.path.dirname(locations[0]) if locations else ""
 
 
 def _describe_exit(code: int | None) -> str:

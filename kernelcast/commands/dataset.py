@@ -10,9 +10,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from kernelcast import api
 from kernelcast.console import EXIT_DEVICE, console, fail
 from kernelcast.settings import get_settings
-from tools.measurement import MeasureConfig
-from tools.task import TaskError, builtin_task_paths, load_task, resolve_task
-from tools.worker import MeasurementWorker, WorkerError
+from kernelcast.tools.measurement import MeasureConfig
+from kernelcast.tools.task import TaskError, builtin_task_paths, load_task, resolve_task
+from kernelcast.tools.worker import MeasurementWorker, WorkerError
 
 app = typer.Typer(help="Build the measured dataset (resumable).", no_args_is_help=True)
 

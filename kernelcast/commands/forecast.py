@@ -12,8 +12,8 @@ from kernelcast import api
 from kernelcast.commands.measure import candidate_from_options
 from kernelcast.console import console, fail
 from kernelcast.settings import get_settings
-from tools.bins import BIN_NAMES, bin_label
-from tools.task import TaskError
+from kernelcast.tools.bins import BIN_NAMES, bin_label
+from kernelcast.tools.task import TaskError
 
 app = typer.Typer()
 

@@ -11,11 +11,11 @@ from rich.table import Table
 from kernelcast import api
 from kernelcast.console import EXIT_DEVICE, EXIT_FAILED, console, fail
 from kernelcast.settings import get_settings
-from tools.bins import BIN_NAMES
-from tools.candidate import Candidate, candidate_from_file
-from tools.measurement import Measurement, MeasureConfig
-from tools.task import TaskError
-from tools.worker import WorkerError
+from kernelcast.tools.bins import BIN_NAMES
+from kernelcast.tools.candidate import Candidate, candidate_from_file
+from kernelcast.tools.measurement import Measurement, MeasureConfig
+from kernelcast.tools.task import TaskError
+from kernelcast.tools.worker import WorkerError
 
 app = typer.Typer()
 
@@ -103,11 +103,11 @@ def measure(
 @app.command("devices")
 def devices(as_json: bool = typer.Option(False, "--json")) -> None:
     """List OpenCL (and CUDA, where present) devices with their specs."""
-    from tools.backends.opencl import device_spec, list_devices
+    from kernelcast.tools.backends.opencl import device_spec, list_devices
 
     specs = [(index, device_spec(p, d)) for index, p, d in list_devices()]
     try:
-        from tools.backends.cuda import list_devices as cuda_devices
+        from kernelcast.tools.backends.cuda import list_devices as cuda_devices
 
         specs += [(f"cuda:{i}", s) for i, s in enumerate(cuda_devices())]
     except ImportError:

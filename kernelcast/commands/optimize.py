@@ -14,8 +14,8 @@ from kernelcast import api
 from kernelcast.console import EXIT_DEVICE, EXIT_INTERRUPTED, EXIT_USAGE, console, fail
 from kernelcast.report import report_note
 from kernelcast.settings import get_settings
-from tools.task import TaskError
-from tools.worker import WorkerError
+from kernelcast.tools.task import TaskError
+from kernelcast.tools.worker import WorkerError
 
 app = typer.Typer()
 
@@ -134,7 +134,7 @@ def optimize(
 @app.command("resume")
 def resume(run_id: str = typer.Argument(...), events: str | None = typer.Option(None, "--events")) -> None:
     """Continue an interrupted run; nothing measured is lost or bought twice."""
-    from graphs.run import RunError
+    from kernelcast.graphs.run import RunError
 
     try:
         result = _drive(f"resuming {run_id}", events, lambda view: api.resume(run_id, on_event=view))
@@ -171,7 +171,7 @@ def show(run_id: str = typer.Argument(...), as_json: bool = typer.Option(False, 
     if as_json:
         print(json.dumps({**row, "events": store.events(row["id"])}, indent=1, default=str))
         return
-    from graphs.result import RunResult
+    from kernelcast.graphs.result import RunResult
 
     if row["summary"]:
         print_result(RunResult.model_validate(row["summary"]))

@@ -7,14 +7,14 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from agents.generator import GenerationContext, Generator, ProposalReport
-from agents.offline_generator import OfflineGenerator
+from kernelcast.agents.generator import GenerationContext, Generator, ProposalReport
+from kernelcast.agents.offline_generator import OfflineGenerator
 from kernelcast import api
 from kernelcast.console import EXIT_DEVICE, EXIT_FAILED, console, fail
 from kernelcast.settings import get_settings
-from tools.candidate import Candidate, candidate_from_file
-from tools.task import Task, TaskError
-from tools.worker import MeasurementWorker, WorkerError
+from kernelcast.tools.candidate import Candidate, candidate_from_file
+from kernelcast.tools.task import Task, TaskError
+from kernelcast.tools.worker import MeasurementWorker, WorkerError
 
 app = typer.Typer()
 
@@ -31,8 +31,8 @@ def make_generator(kind: str, worker: MeasurementWorker | None, model: str | Non
     model = model or settings.model
     if not model:
         fail("--generator llm needs --model or KERNELCAST_MODEL (a litellm model string)")
-    from agents.llm_client import LLMClient
-    from agents.llm_generator import LLMGenerator
+    from kernelcast.agents.llm_client import LLMClient
+    from kernelcast.agents.llm_generator import LLMGenerator
 
     key = settings.api_key.get_secret_value() if settings.api_key else None
     return LLMGenerator(LLMClient(model, settings.api_base, key), worker)

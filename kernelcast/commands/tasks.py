@@ -7,7 +7,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from kernelcast.console import console, fail
-from tools.task import BufferArg, TaskError, builtin_task_paths, load_task, resolve_task
+from kernelcast.tools.task import BufferArg, TaskError, builtin_task_paths, load_task, resolve_task
 
 app = typer.Typer(help="List built-in tasks or show one task.", invoke_without_command=True)
 

@@ -1,18 +1,18 @@
-"""Measurement backends: one module per device API behind :class:`tools.backends.base.Runner`."""
+"""Measurement backends: one module per device API behind :class:`kernelcast.tools.backends.base.Runner`."""
 
 from __future__ import annotations
 
-from tools.backends.base import CompileError, DeviceRuntimeError, Runner
+from kernelcast.tools.backends.base import CompileError, DeviceRuntimeError, Runner
 
 
 def make_runner(backend: str, device: str | None = None) -> Runner:
     """Instantiate the in-process runner for ``backend`` (opencl|cuda) on ``device``."""
     if backend == "opencl":
-        from tools.backends.opencl import OpenCLRunner
+        from kernelcast.tools.backends.opencl import OpenCLRunner
 
         return OpenCLRunner(device)
     if backend == "cuda":
-        from tools.backends.cuda import CudaRunner
+        from kernelcast.tools.backends.cuda import CudaRunner
 
         return CudaRunner(device)
     raise ValueError(f"unknown backend {backend!r} (expected opencl or cuda)")

@@ -3,7 +3,7 @@
 A runner owns a device context and knows how to compile device code, move
 arrays, and launch a kernel timed by device events. Everything that makes a
 measurement trustworthy (seeded inputs, poisoning, guards, correctness,
-interleaved timing, statistics) lives once in :mod:`tools.harness`, on top of
+interleaved timing, statistics) lives once in :mod:`kernelcast.tools.harness`, on top of
 this interface, so OpenCL and CUDA follow the same protocol.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from tools.measurement import HardwareSpec
+from kernelcast.tools.measurement import HardwareSpec
 
 GUARD_BYTES = 4096  # canary zone before and after every buffer
 GUARD_BYTE = 0xA5

@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from tools.backends.base import GUARD_BYTE, GUARD_BYTES, CompileError, DeviceRuntimeError, Runner
-from tools.backends.base import trim_log  # one trimming rule for every compiler log
-from tools.measurement import HardwareSpec
+from kernelcast.tools.backends.base import GUARD_BYTE, GUARD_BYTES, CompileError, DeviceRuntimeError, Runner
+from kernelcast.tools.backends.base import trim_log  # one trimming rule for every compiler log
+from kernelcast.tools.measurement import HardwareSpec
 
 DEFAULT_BLOCK = 256
 PLATFORM = "NVIDIA CUDA"

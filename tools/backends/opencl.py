@@ -1,4 +1,4 @@
-"""OpenCL backend through pyopencl; with the default install PoCL makes any CPU a device."""
+"""OpenCL backend through pyopencl; the default install brings CPU runtimes (Intel's, PoCL), so any CPU is a device."""
 
 from __future__ import annotations
 
@@ -10,13 +10,15 @@ from typing import Any
 
 import numpy as np
 
-from tools.backends.base import GUARD_BYTE, GUARD_BYTES, CompileError, DeviceRuntimeError, Runner, trim_log
-from tools.measurement import HardwareSpec
+from kernelcast.tools.backends.base import GUARD_BYTE, GUARD_BYTES, CompileError, DeviceRuntimeError, Runner, trim_log
+from kernelcast.tools.measurement import HardwareSpec
+from kernelcast.tools.opencl_runtimes import register as register_runtimes
 
 
 
 def _cl():
     os.environ.setdefault("PYOPENCL_COMPILER_OUTPUT", "0")
+    register_runtimes()  # before pyopencl lists platforms for the first time
     import pyopencl as cl
 
     return cl
@@ -40,22 +42,30 @@ def list_devices() -> list[tuple[str, Any, Any]]:
     return out
 
 
+def match_device(selector: str, devices: list[tuple[str, str, str]]) -> str:
+    """The "platform:device" index that ``selector`` names: an index, a bare device index, or a name substring."""
+    sel = selector.removeprefix("opencl:")
+    for index, _, _ in devices:
+        if sel == index or (sel.isdigit() and index == f"0:{sel}"):
+            return index
+    for index, platform, name in devices:
+        if sel.lower() in name.lower() or sel.lower() in platform.lower():
+            return index
+    names = ", ".join(f"{i} {n.strip()} ({p.strip()})" for i, p, n in devices)
+    raise DeviceRuntimeError(f"no OpenCL device matches {selector!r}; available: {names}")
+
+
 def select_device(selector: str | None) -> tuple[Any, Any]:
-    """Device by "platform:device" index, a bare device index, or a name substring; default the first."""
+    """The device ``selector`` names; by default the first healthy one (see :mod:`kernelcast.tools.device_probe`)."""
     devices = list_devices()
     if not devices:
-        raise DeviceRuntimeError("no OpenCL device found (is pyopencl[pocl] installed?)")
+        raise DeviceRuntimeError("no OpenCL device found (is pyopencl with a CPU runtime installed?)")
     if selector in (None, "", "opencl"):
-        return devices[0][1], devices[0][2]
-    sel = str(selector).removeprefix("opencl:")
-    for index, platform, device in devices:
-        if sel == index or (sel.isdigit() and index == f"0:{sel}"):
-            return platform, device
-    for _, platform, device in devices:
-        if sel.lower() in device.name.lower() or sel.lower() in platform.name.lower():
-            return platform, device
-    names = ", ".join(f"{i} {d.name.strip()}" for i, _, d in devices)
-    raise DeviceRuntimeError(f"no OpenCL device matches {selector!r}; available: {names}")
+        from kernelcast.tools.device_probe import choose_device
+
+        selector = choose_device(None).index
+    index = match_device(str(selector), [(i, p.name, d.name) for i, p, d in devices])
+    return next((p, d) for i, p, d in devices if i == index)
 
 
 def device_spec(platform: Any, device: Any) -> HardwareSpec:
