@@ -47,5 +47,6 @@ class RunContext:
         """Record an event in the store (the run's log) and tell whoever is watching."""
         if store:
             self.store.add_event(self.run_id, kind, payload, candidate_hash)
+            self.store.heartbeat(self.run_id)
         if self.on_event is not None:
             self.on_event(kind, {"run_id": self.run_id, "candidate": candidate_hash, **payload})

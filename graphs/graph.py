@@ -14,6 +14,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
 from kernelcast.graphs.context import RunContext
+from kernelcast.graphs.errors import SearchFailed
 from kernelcast.graphs.nodes import SearchNodes, after_select, budget_check, should_measure
 from kernelcast.graphs.result import RunResult, build_result, write_run_folder
 from kernelcast.graphs.state import SearchState
@@ -82,6 +83,10 @@ def execute(ctx: RunContext, checkpoint_path: Path, resume: bool = False) -> Run
             state = app.get_state(config).values
     except KeyboardInterrupt:
         ctx.store.update_run(ctx.run_id, status="interrupted")
+        raise
+    except SearchFailed as exc:
+        ctx.store.update_run(ctx.run_id, status="failed")
+        ctx.emit("error", {"error": str(exc)})
         raise
     finally:
         saver.conn.close()

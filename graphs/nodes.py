@@ -17,16 +17,30 @@ from kernelcast.agents.forecast import Forecast, LearnsFromMeasurements, record_
 from kernelcast.agents.generator import GenerationContext
 from kernelcast.graphs import puct
 from kernelcast.graphs.context import RunContext
+from kernelcast.graphs.errors import SearchFailed
 from kernelcast.graphs.routing import RoutingInput
 from kernelcast.graphs.state import NodeRecord, SearchState, outcome_counts
 from kernelcast.tools.candidate import Candidate
-from kernelcast.tools.measurement import Measurement
+from kernelcast.tools.measurement import Measurement, MeasureConfig
 
 
 def new_node(candidate: Candidate, parent: str | None, depth: int, iteration: int, outcome: str = "pending") -> NodeRecord:
     return NodeRecord(hash=candidate.hash, parent=parent, depth=depth, iteration=iteration, outcome=outcome,  # type: ignore[typeddict-item]
                       speedup=None, cv=None, forecast=None, prior=1.0, visits=0, intent=candidate.intent, reason="",
-                      exhausted=False)
+                      exhausted=False, confirmed=None, confirmed_ci=None)
+
+
+def confirmation_config(config: MeasureConfig) -> MeasureConfig:
+    """More repetitions and a tighter interval: a winner's number must not be the luck of one measurement."""
+    return config.model_copy(update={"min_reps": max(config.min_reps, 20), "target_seconds": 4 * config.target_seconds,
+                                     "ci_target": config.ci_target / 2, "max_timing_seconds": 2 * config.max_timing_seconds,
+                                     "max_batches": 2 * config.max_batches})
+
+
+def top_measured(nodes: dict[str, NodeRecord], k: int) -> list[str]:
+    """The ``k`` correct measured nodes with the highest first speedups (the candidates to confirm)."""
+    measured = [key for key, n in nodes.items() if n["outcome"] in ("measured", "verified") and n["speedup"]]
+    return sorted(measured, key=lambda key: -(nodes[key]["speedup"] or 0.0))[:k]
 
 
 class SearchNodes:
@@ -45,9 +59,12 @@ class SearchNodes:
         return self.ctx.store.measurement_totals(self.ctx.run_id)[1]
 
     def loop_allowance(self, state: SearchState) -> int:
-        """Measurements the search loop may still spend, keeping the verification reserve."""
-        accepted = sum(1 for n in state["nodes"].values() if n["outcome"] == "accepted")
-        reserve = min(self.ctx.config.reserve, accepted)
+        """Measurements the search loop may still spend, keeping the verification reserve: accepted nodes to
+        verify, plus the confirmation of the best measured ones."""
+        nodes = state["nodes"]
+        accepted = sum(1 for n in nodes.values() if n["outcome"] == "accepted")
+        measured_ok = sum(1 for n in nodes.values() if n["outcome"] in ("measured", "verified") and n["speedup"])
+        reserve = min(self.ctx.config.reserve, accepted) + min(self.ctx.config.confirm_top, max(1, measured_ok))
         left = self.ctx.config.budget - self.spent() - reserve
         limit = self.ctx.config.max_device_seconds
         if limit is not None and self.device_seconds() >= limit:
@@ -57,7 +74,8 @@ class SearchNodes:
     def _measure(self, state_nodes: dict[str, NodeRecord], key: str, phase: str) -> Measurement | None:
         """Measure one candidate unless the store already has this run's measurement of it."""
         ctx = self.ctx
-        existing = ctx.store.measurements(run_id=ctx.run_id, candidate_hash=key)
+        existing = [m for m in ctx.store.measurements(run_id=ctx.run_id, candidate_hash=key)
+                    if (m.phase == "confirm") == (phase == "confirm")]
         if existing:
             result = existing[-1]
             ctx.emit("reused", {"phase": phase, "reason": "measured before a restart"}, key, store=False)
@@ -66,11 +84,19 @@ class SearchNodes:
                 return None
             candidate = ctx.store.candidate(key)
             assert candidate is not None, f"candidate {key} missing from the store"
-            result = ctx.worker.measure(ctx.task, candidate, ctx.measure_config)
+            config = confirmation_config(ctx.measure_config) if phase == "confirm" else ctx.measure_config
+            result = ctx.worker.measure(ctx.task, candidate, config).model_copy(update={"phase": phase})
             ctx.store.add_measurement(result, run_id=ctx.run_id)
             ctx.emit("spend", {"phase": phase, "status": result.status.value, "speedup": result.speedup,
                                "spent": self.spent(), "budget": ctx.config.budget, "flags": result.flags}, key)
         node = state_nodes[key]
+        if phase == "confirm":
+            node["confirmed"] = result.speedup if result.ok else None
+            node["confirmed_ci"] = list(result.speedup_ci) if result.ok and result.speedup_ci else None
+            if not result.ok:
+                node["outcome"] = "failed"
+                node["reason"] = f"failed its confirmation: {result.status.value}: {result.reason[:300]}"
+            return result
         node["speedup"] = result.speedup if result.ok else None
         node["cv"] = result.candidate.cv if result.candidate else None
         node["reason"] = "" if result.ok else f"{result.status.value}: {result.reason[:300]}"
@@ -117,6 +143,9 @@ class SearchNodes:
         except Exception as exc:  # noqa: BLE001 - a broken generator ends this expansion, not the run
             proposals = []
             ctx.emit("generator_error", {"error": f"{type(exc).__name__}: {exc}"}, parent_key)
+            if len(nodes) == 1 and state.get("empty_rounds", 0) >= 2:  # it never produced anything: say so loudly
+                raise SearchFailed(f"the {ctx.config.generator} generator failed on every call; last error: "
+                                   f"{type(exc).__name__}: {exc}") from None
         children = []
         for cand in proposals:
             if cand.hash in nodes:
@@ -233,8 +262,9 @@ class SearchNodes:
         best, to_best = state.get("best"), state.get("measurements_to_best", 0)
         accepted = sorted((k for k, n in nodes.items() if n["outcome"] == "accepted"),
                           key=lambda k: -(nodes[k]["forecast"] or {}).get("expected_log_speedup", 0.0))
+        confirm_reserve = min(self.ctx.config.confirm_top, len(top_measured(nodes, self.ctx.config.confirm_top)))
         for key in accepted:
-            if self.spent() >= self.ctx.config.budget:
+            if self.spent() >= self.ctx.config.budget - confirm_reserve:
                 break
             result = self._measure(nodes, key, "verify")
             if result is None:
@@ -244,8 +274,55 @@ class SearchNodes:
             self.ctx.emit("verify", {"predicted_bin": predicted, "measured_bin": result.bin(),
                                      "forecast_right": predicted == result.bin()}, key)
             best, to_best = self._track_best(nodes, key, best, to_best)
+        for key in top_measured(nodes, self.ctx.config.confirm_top):
+            first = nodes[key]["speedup"]
+            result = self._measure(nodes, key, "confirm")
+            if result is None:
+                break
+            self.ctx.emit("confirm", {"first": first, "confirmed": result.speedup if result.ok else None,
+                                      "interval": list(result.speedup_ci) if result.speedup_ci else None,
+                                      "status": result.status.value}, key)
+        if any(n["confirmed"] for n in nodes.values()):
+            self.noise_floor()
         return {"nodes": nodes, "spent": self.spent(), "best": best, "measurements_to_best": to_best,
-                "finished": True, "stop_reason": state.get("stop_reason") or "budget spent"}
+                "finished": True, "stop_reason": self.stop_reason(state)}
+
+    def noise_floor(self) -> Measurement | None:
+        """The reference measured against itself with the confirmation protocol, once per task, device and
+        sizes: how far from 1.0 noise alone moves a speedup here. A harness calibration, not a candidate, so
+        it is stored without the run id and not charged to the budget."""
+        ctx = self.ctx
+        reference = ctx.task.reference()
+        stored = [m for m in ctx.store.measurements(task=ctx.task.name, device=ctx.hardware.key,
+                                                    candidate_hash=reference.hash)
+                  if m.phase == "noise" and m.sizes == ctx.measure_config.sizes and m.ok]
+        if stored:
+            return stored[-1]
+        result = ctx.worker.measure(ctx.task, reference, confirmation_config(ctx.measure_config))
+        result = result.model_copy(update={"phase": "noise"})
+        ctx.store.add_measurement(result)
+        ctx.emit("noise_floor", {"speedup": result.speedup, "interval": list(result.speedup_ci or ())})
+        return result if result.ok else None
+
+    def stop_reason(self, state: SearchState) -> str:
+        """Why the search loop ended, in words, with what it spent: "budget spent" only when it was."""
+        cfg, spent = self.ctx.config, self.spent()
+        of = f"{spent} of {cfg.budget} spent"
+        if spent >= cfg.budget:
+            return f"budget spent ({of})"
+        why = state.get("stop_reason") or ""
+        if not why:
+            if cfg.max_device_seconds is not None and self.device_seconds() >= cfg.max_device_seconds:
+                why = f"device-time limit of {cfg.max_device_seconds:g} s reached"
+            elif state.get("empty_rounds", 0) >= 3:
+                why = f"{state.get('empty_rounds', 0)} rounds without a new candidate"
+            elif state.get("iteration", 0) >= cfg.rounds_limit:
+                why = f"round limit of {cfg.rounds_limit} reached"
+            elif self.loop_allowance(state) <= 0:
+                why = "the rest of the budget is the verification reserve"
+            else:
+                why = "the search ended"
+        return f"stopped: {why}, {of}"
 
     def _track_best(self, nodes: dict[str, NodeRecord], key: str, best: str | None, to_best: int) -> tuple[str | None, int]:
         speed = nodes[key]["speedup"]

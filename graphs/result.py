@@ -24,6 +24,12 @@ class RunResult(BaseModel):
     best_speedup: float | None = None
     best_cv: float | None = None
     best_intent: str = ""
+    first_speedup: float | None = Field(None, description="the best's speedup when it was first measured")
+    confirmed: bool = Field(False, description="best_speedup comes from a confirmation re-measurement")
+    best_interval: tuple[float, float] | None = Field(None, description="95 % bootstrap interval of best_speedup")
+    noise_floor: float | None = Field(None, description="relative spread of the reference measured against itself")
+    significant: bool = False
+    verdict: str = ""
     best_path: list[str] = Field(default_factory=list, description="intents from the reference to the best")
     best_geometry: dict[str, list[str] | None] = Field(default_factory=dict)
     measurements_to_best: int = 0
@@ -50,7 +56,9 @@ def build_result(state: SearchState, store: Store, run_id: str, task: str, devic
     nodes = state["nodes"]
     counts = outcome_counts(nodes)
     measured = [n for n in nodes.values() if n["outcome"] in ("measured", "verified") and n["speedup"]]
-    best = max(measured, key=lambda n: n["speedup"] or 0.0) if measured else None
+    confirmed = [n for n in measured if n.get("confirmed")]
+    best = (max(confirmed, key=lambda n: n.get("confirmed") or 0.0) if confirmed else
+            max(measured, key=lambda n: n["speedup"] or 0.0) if measured else None)
     result = RunResult(run_id=run_id, task=task, device=device, router=router, budget=budget,
                        spent=store.measurement_totals(run_id)[0], status=status,
                        stop_reason=state.get("stop_reason", ""), considered=len(nodes) - 1, counts=counts,
@@ -58,7 +66,13 @@ def build_result(state: SearchState, store: Store, run_id: str, task: str, devic
     if best is not None:
         cand = store.candidate(best["hash"])
         result.best_hash = best["hash"]
-        result.best_speedup = best["speedup"]
+        result.first_speedup = best["speedup"]
+        result.best_speedup = best.get("confirmed") or best["speedup"]
+        result.confirmed = bool(best.get("confirmed"))
+        interval = best.get("confirmed_ci")
+        result.best_interval = (interval[0], interval[1]) if interval else None
+        result.noise_floor = noise_floor(store, task, device, run_id)
+        result.significant, result.verdict = judge(result)
         result.best_cv = best["cv"]
         result.best_intent = best["intent"]
         result.best_path = [nodes[k]["intent"] for k in path_to(nodes, best["hash"])]
@@ -66,6 +80,36 @@ def build_result(state: SearchState, store: Store, run_id: str, task: str, devic
             result.best_geometry = {"global": cand.global_size, "local": cand.local_size,
                                     "options": cand.build_options}
     return result
+
+
+def noise_floor(store: Store, task: str, device: str, run_id: str) -> float | None:
+    """Relative noise of this task's reference on this device: max(|1 - S|, half the interval) of the
+    reference measured against itself (stored by the verify step)."""
+    run = store.run(run_id)
+    sizes = (run or {}).get("config", {}).get("sizes", "full")
+    rows = [m for m in store.measurements(task=task, device=device) if m.phase == "noise" and m.sizes == sizes and m.ok]
+    if not rows or rows[-1].speedup is None:
+        return None
+    m = rows[-1]
+    assert m.speedup is not None
+    low, high = m.speedup_ci or (m.speedup, m.speedup)
+    return max(abs(1.0 - m.speedup), (high - low) / 2)
+
+
+def judge(result: RunResult) -> tuple[bool, str]:
+    """Is the reported speedup distinguishable from noise? (interval excludes 1.0, outside the noise floor)"""
+    speed = result.best_speedup
+    if speed is None:
+        return False, "no correct candidate was measured"
+    if not result.confirmed:
+        return False, "not confirmed (no budget left to re-measure it)"
+    low, high = result.best_interval or (speed, speed)
+    if low <= 1.0 <= high or speed <= 1.0:
+        return False, f"no significant speedup: the 95 % interval {low:.3f}x-{high:.3f}x contains 1.0"
+    floor = result.noise_floor or 0.0
+    if speed <= 1.0 + floor:
+        return False, f"no significant speedup: {speed:.3f}x is inside this device's noise floor (+-{floor:.1%})"
+    return True, f"significant speedup: {speed:.3f}x (95 % interval {low:.3f}x-{high:.3f}x)"
 
 
 def write_run_folder(result: RunResult, state: SearchState, store: Store, language: str) -> None:
@@ -83,8 +127,9 @@ def write_run_folder(result: RunResult, state: SearchState, store: Store, langua
              f"router {result.router}, budget {result.budget}, spent {result.spent}, "
              f"candidates considered {result.considered}", ""]
     if result.best_hash:
-        lines += [f"best measured speedup: **{result.best_speedup:.3f}x** (CV {result.best_cv or 0:.1%}), "
-                  f"candidate `{result.best_hash}`, reached after {result.measurements_to_best} measurements", "",
+        lines += [f"best speedup: **{result.best_speedup:.3f}x** ({result.verdict}); first measured "
+                  f"{result.first_speedup or 0:.3f}x, candidate `{result.best_hash}`, reached after "
+                  f"{result.measurements_to_best} measurements", "",
                   "path of mutations:", *[f"{i}. {step}" for i, step in enumerate(result.best_path)]]
     else:
         lines.append("no candidate was measured correct: the reference stays the best kernel")

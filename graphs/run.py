@@ -7,16 +7,13 @@ from pathlib import Path
 from kernelcast.agents.factory import make_forecaster, make_generator
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import ProgressCallback, RunContext
+from kernelcast.graphs.errors import RunError
 from kernelcast.graphs.graph import execute
 from kernelcast.graphs.result import RunResult
 from kernelcast.tools.measurement import MeasureConfig
 from kernelcast.tools.store import Store
 from kernelcast.tools.task import resolve_task
 from kernelcast.tools.worker import MeasurementWorker
-
-
-class RunError(RuntimeError):
-    """A run cannot be started or resumed (unknown id, finished already, bad config)."""
 
 
 def build_context(run_id: str, config: RunConfig, store: Store, home: Path, worker: MeasurementWorker,
@@ -36,10 +33,10 @@ def start_run(config: RunConfig, store: Store, home: Path, *, on_event: Progress
               measure_timeout_s: float = 120.0, api_base: str | None = None, run_id: str | None = None,
               ) -> RunResult:
     task = resolve_task(config.task)  # fail fast on an unknown task, before a run row exists
-    config = config.model_copy(update={"task": str(task.path) if not _is_builtin(config.task) else config.task,
-                                       "backend": task.backend})
-    with MeasurementWorker(config.backend, config.device) as worker:
+    config = config.model_copy(update={"task": str(task.path) if not _is_builtin(config.task) else config.task})
+    with MeasurementWorker(task.backend, config.device, store=store) as worker:
         hardware = worker.hardware_spec()
+        worker.check_reference(task, config.sizes)  # a broken task or device stops here, before a run exists
         run_id = store.create_run(task.name, hardware.key, config.model_dump(), config.budget, run_id=run_id)
         store.update_run(run_id, folder=str(home / "runs" / run_id))
         ctx = build_context(run_id, config, store, home, worker, on_event, measure_timeout_s, api_base)
@@ -51,11 +48,21 @@ def resume_run(run_id: str, store: Store, home: Path, *, on_event: ProgressCallb
     row = store.run(run_id)
     if row is None:
         raise RunError(f"no run with id {run_id!r} (see `kernelcast runs`)")
+    if row["status"] == "finished":
+        raise RunError(f"run {row['id']} is finished already ({row['spent']} of {row['budget']} spent); "
+                       "nothing to resume (`kernelcast show` prints its result)")
+    if row["status"] == "running":
+        raise RunError(f"run {row['id']} is still running in process {row.get('owner_pid')}; not resuming it twice")
     config = RunConfig.model_validate(row["config"])
-    with MeasurementWorker(config.backend, config.device) as worker:
+    with MeasurementWorker(task_backend(config.task), config.device, store=store) as worker:
         ctx = build_context(row["id"], config, store, home, worker, on_event, measure_timeout_s, api_base)
-        store.update_run(row["id"], status="running")
+        store.claim_run(row["id"])
         return execute(ctx, home / "checkpoints.db", resume=True)
+
+
+def task_backend(task: str) -> str:
+    """The backend that measures a task is its language's (never a stored or configured choice)."""
+    return resolve_task(task).backend
 
 
 def _is_builtin(name: str) -> bool:

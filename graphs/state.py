@@ -36,6 +36,8 @@ class NodeRecord(TypedDict):
     intent: str
     reason: str
     exhausted: bool
+    confirmed: float | None  # speedup of the confirmation re-measurement (the reported one)
+    confirmed_ci: list[float] | None  # its 95 % bootstrap interval
 
 
 def outcome_counts(nodes: dict[str, NodeRecord]) -> dict[str, int]:

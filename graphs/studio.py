@@ -6,6 +6,7 @@ The platform supplies its own checkpointer; the run id is the thread id. Options
 
 from __future__ import annotations
 
+import atexit
 import os
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from kernelcast.graphs.graph import build_graph
 
 
 def make_graph(config: dict[str, Any] | None = None) -> Any:
-    from kernelcast.graphs.run import build_context
+    from kernelcast.graphs.run import build_context, task_backend
     from kernelcast.tools.store import Store
     from kernelcast.tools.worker import MeasurementWorker
 
@@ -26,7 +27,8 @@ def make_graph(config: dict[str, Any] | None = None) -> Any:
     run_config = RunConfig.model_validate({"task": "gemm", **{k: v for k, v in options.items()
                                                               if k in RunConfig.model_fields}})
     store = Store(db)
-    worker = MeasurementWorker(run_config.backend, run_config.device)
+    worker = MeasurementWorker(task_backend(run_config.task), run_config.device, store=store)
+    atexit.register(worker.close)  # the tooling owns the graph for the process's life; the worker goes with it
     hardware = worker.hardware_spec()
     if store.run(run_id) is None:
         store.create_run(run_config.task, hardware.key, run_config.model_dump(), run_config.budget, run_id=run_id)

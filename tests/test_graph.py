@@ -24,9 +24,13 @@ def check_invariants(store: Store, run_id: str, budget: int) -> dict:
     row = store.run(run_id)
     assert row is not None and row["status"] == "finished"
     tree = json.loads((Path(row["folder"]) / "tree.json").read_text())
-    measured = store.measurements(run_id=run_id)
-    assert len(measured) <= budget
+    bought = store.measurements(run_id=run_id)
+    assert len(bought) <= budget
+    measured = [m for m in bought if m.phase != "confirm"]
+    confirmations = [m for m in bought if m.phase == "confirm"]
     assert len({m.candidate_hash for m in measured}) == len(measured), "a candidate was bought twice"
+    assert len({m.candidate_hash for m in confirmations}) == len(confirmations), "a candidate was confirmed twice"
+    assert {m.candidate_hash for m in confirmations} <= {m.candidate_hash for m in measured if m.ok}
     for key, node in tree.items():
         if node["outcome"] == "root":
             continue
@@ -35,7 +39,15 @@ def check_invariants(store: Store, run_id: str, budget: int) -> dict:
     if summary["best_hash"]:
         best = [m for m in measured if m.candidate_hash == summary["best_hash"]]
         assert best and best[0].ok, "the reported best must be a measured, correct kernel"
-        assert summary["best_speedup"] == pytest.approx(best[0].speedup)
+        assert summary["first_speedup"] == pytest.approx(best[0].speedup)
+        confirmed = [m for m in confirmations if m.candidate_hash == summary["best_hash"]]
+        if summary["confirmed"]:  # the reported number is the confirmation's, with its interval
+            assert confirmed and confirmed[0].ok and summary["best_speedup"] == pytest.approx(confirmed[0].speedup)
+            low, high = summary["best_interval"]
+            assert low <= summary["best_speedup"] <= high
+            assert summary["significant"] == (low > 1.0 and summary["best_speedup"] > 1 + (summary["noise_floor"] or 0))
+        else:
+            assert not summary["significant"]
         assert tree[summary["best_hash"]]["outcome"] in ("measured", "verified")
     return summary
 
@@ -61,6 +73,25 @@ def test_run_finishes_within_budget_with_a_measured_best(tmp_path: Path, router:
 def test_resume_of_unknown_run_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(RunError, match="no run with id"):
         resume_run("nope", Store(tmp_path / "k.db"), tmp_path)
+    store = Store(tmp_path / "k.db")
+    store.create_run("saxpy", "dev", {"task": "saxpy"}, 4, run_id="saxpy-a_b")
+    store.create_run("saxpy", "dev", {"task": "saxpy"}, 4, run_id="saxpy-axb")
+    for pattern in ("", "%", "saxpy-a%", "_", "saxpy-a"):  # wildcards are literal; empty or ambiguous: nothing
+        assert store.run(pattern) is None, pattern
+    assert store.run("saxpy-a_")["id"] == "saxpy-a_b"  # "_" is a literal underscore, not "any character"
+    assert store.run("saxpy-ax")["id"] == "saxpy-axb"  # an unambiguous prefix
+    assert len(store.create_run("saxpy", "dev", {}, 1).rsplit("-", 1)[1]) == 16  # 64 random bits
+
+
+def test_resume_of_a_finished_run_does_nothing_and_says_so(tmp_path: Path) -> None:
+    store = Store(tmp_path / "k.db")
+    config = RunConfig(task="saxpy", budget=2, router="measure-all", forecaster="none", sizes="small",
+                       measure_per_round=1)
+    result = start_run(config, store, tmp_path, measure_timeout_s=60)
+    with pytest.raises(RunError, match="finished already"):
+        resume_run(result.run_id, store, tmp_path)
+    row = store.run(result.run_id)
+    assert row["status"] == "finished" and row["spent"] == 2
 
 
 def kc(home: Path, *args: str) -> subprocess.Popen[str]:
@@ -94,7 +125,8 @@ def test_kill_9_then_resume_continues_without_rebuying(tmp_path: Path) -> None:
     store = Store(home / "kernelcast.db")
     before = {m.candidate_hash: m.created_at for m in store.measurements(run_id=run_id)}
     assert 3 <= len(before) < budget
-    assert store.run(run_id)["status"] == "running"
+    killed = store.run(run_id)
+    assert killed["status"] == "interrupted" and killed["spent"] == len(before)  # a dead owner, what it bought
 
     resumed = kc(home, "resume", run_id, "--events", "jsonl")
     out, _ = resumed.communicate(timeout=300)
@@ -104,7 +136,7 @@ def test_kill_9_then_resume_continues_without_rebuying(tmp_path: Path) -> None:
     after = store.measurements(run_id=run_id)
     assert len(after) == budget
     for key, created in before.items():  # nothing measured before the kill was lost or re-bought
-        assert [m.created_at for m in after if m.candidate_hash == key] == [created]
+        assert [m.created_at for m in after if m.candidate_hash == key and m.phase != "confirm"] == [created]
     check_invariants(store, run_id, budget)
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from kernelcast.tools.backends.base import CompileError, DeviceRuntimeError, Runner
 from kernelcast.tools.candidate import Candidate, SignatureError, check_signature
 from kernelcast.tools.expr import ExpressionError, evaluate
-from kernelcast.tools.measurement import Measurement, MeasureConfig, Status, TimingStats
+from kernelcast.tools.measurement import Measurement, MeasureConfig, Status, TimingStats, speedup_interval
 from kernelcast.tools.task import BufferArg, ScalarArg, Task
 
 INT_POISON = 0x5A5A5A5A
@@ -32,6 +32,31 @@ class InvalidCandidate(ValueError):
 
 class WrongResult(AssertionError):
     """The candidate ran but its outputs, inputs or guards are wrong."""
+
+
+class ReferenceBroken(InvalidCandidate):
+    """The task's own reference fails the checks: a task-file mistake, not a candidate's."""
+
+
+def reference_problems(task: Task, result: LaunchResult) -> list[str]:
+    """What makes a reference run unusable as the correctness oracle, with the likely task-file fix."""
+    problems = []
+    for problem in result.problems:
+        if problem.startswith("out-of-bounds write"):
+            problems.append(f"{problem} (the task's shapes are too small for the reference's launch)")
+        else:
+            problems.append(problem)
+    for name, data in result.outputs.items():
+        if np.issubdtype(data.dtype, np.floating):
+            bad = int((~np.isfinite(data)).sum())
+        else:
+            bad = int((data == poison(data.dtype, 1)[0]).sum()) if data.size else 0
+            bad = bad if bad > max(1, data.size // 100) else 0
+        if bad:
+            problems.append(f"output {name!r} holds {bad} of {data.size} NaN/poison values after the reference ran: "
+                            f"the reference reads {name!r} before writing it or leaves part of it unwritten; if it "
+                            f"reads {name!r}, declare it intent = \"inout\"")
+    return problems
 
 
 @dataclass
@@ -192,6 +217,11 @@ def compare_outputs(task: Task, expected: dict[str, np.ndarray], actual: dict[st
     return problems
 
 
+def fresh_seed(seeds: list[int]) -> int:
+    """A seed the correctness phase did not use, for the final check after timing."""
+    return max(seeds, default=0) + 1_000_003
+
+
 # ---- the protocol -----------------------------------------------------------------
 class Harness:
     """Measures candidates of tasks on one runner; caches reference outputs per seed."""
@@ -239,14 +269,28 @@ class Harness:
             if not config.time_kernels:
                 return Measurement(**base, status=Status.correct, reason="correct (not timed)", compile_ms=compile_ms,
                                    cache_hit=cache_hit, wall_ms=(time.perf_counter() - start) * 1e3)
-            ref_stats, cand_stats, flags, timed_ns = self._time(task, ref_kernel, kernel, sizes, ref_geometry,
-                                                                geometry, config)
+            timing_seed = config.seeds[0] if config.seeds else 0
+            expected = (self._reference_outputs(task, reference, ref_kernel, sizes, config.sizes, timing_seed,
+                                                ref_geometry) if config.check_correctness else None)
+            ref_stats, cand_stats, interval, flags, timed_ns = self._time(task, ref_kernel, kernel, sizes,
+                                                                          ref_geometry, geometry, config, expected)
             kernel_ns += timed_ns
+            reason = "correct on seeds " + ",".join(map(str, config.seeds))
+            if config.check_correctness and config.verify_timed:
+                final_seed = fresh_seed(config.seeds)
+                expected = self._reference_outputs(task, reference, ref_kernel, sizes, config.sizes, final_seed,
+                                                   ref_geometry)
+                result = run_once(self.runner, task, kernel, sizes, make_inputs(task, sizes, final_seed), geometry)
+                kernel_ns += result.elapsed_ns
+                problems = result.problems + compare_outputs(task, expected, result.outputs)
+                if problems:
+                    raise WrongResult(f"final check on fresh inputs (seed {final_seed}): " + "; ".join(problems))
+                reason += f", timed launches checked, final check on fresh seed {final_seed}"
             wall_ms = (time.perf_counter() - start) * 1e3
             return Measurement(
-                **base, status=Status.correct, reason="correct on seeds " + ",".join(map(str, config.seeds)),
+                **base, status=Status.correct, reason=reason,
                 reference=ref_stats, candidate=cand_stats, speedup=ref_stats.median_ns / cand_stats.median_ns,
-                flags=flags, compile_ms=compile_ms, cache_hit=cache_hit, wall_ms=wall_ms,
+                speedup_ci=interval, flags=flags, compile_ms=compile_ms, cache_hit=cache_hit, wall_ms=wall_ms,
                 harness_ms=max(0.0, wall_ms - compile_ms - kernel_ns / 1e6),
             )
         except (InvalidCandidate, SignatureError) as exc:
@@ -267,47 +311,103 @@ class Harness:
         key = (task.name, reference.hash, sizes_name, seed)
         if key not in self._ref_outputs:
             result = run_once(self.runner, task, kernel, sizes, make_inputs(task, sizes, seed), geometry)
-            if result.problems:
-                raise InvalidCandidate("the task's reference kernel itself failed the checks: " + "; ".join(result.problems))
+            problems = reference_problems(task, result)
+            if problems:
+                raise ReferenceBroken("the task's reference kernel failed its own checks: " + "; ".join(problems))
             self._ref_outputs[key] = result.outputs
         return self._ref_outputs[key]
 
+    def check_reference(self, task: Task, sizes_name: str) -> None:
+        """Build and run the reference once before anything is spent; raises what is wrong with the task."""
+        sizes = task.sizes(sizes_name)  # type: ignore[arg-type]
+        reference = task.reference()
+        geometry = resolve_geometry(reference, sizes, self.runner.hardware_spec().max_work_group_size)
+        kernel, _, _ = self.build(task, reference)
+        self._reference_outputs(task, reference, kernel, sizes, sizes_name, 0, geometry)
+
     def _time(self, task: Task, ref_kernel: Any, kernel: Any, sizes: dict[str, int], ref_geometry: Any,
-              geometry: Any, config: MeasureConfig) -> tuple[TimingStats, TimingStats, list[str], float]:
-        """Warm up, then time reference and candidate interleaved (alternating order) on their own buffers."""
+              geometry: Any, config: MeasureConfig, expected: dict[str, np.ndarray] | None,
+              ) -> tuple[TimingStats, TimingStats, tuple[float, float], list[str], float]:
+        """Time reference and candidate interleaved (alternating order) on their own buffers.
+
+        Before every launch, outside its timed event, outputs are poisoned again and inout buffers restored,
+        so a kernel cannot find its previous results and skip work; the last launch of each batch and one
+        launch chosen at random are checked against the reference (``expected``). Batches are added while the
+        speedup's bootstrap interval is wider than ``config.ci_target``, within ``config.max_timing_seconds``.
+        """
         runner = self.runner
         inputs = make_inputs(task, sizes, config.seeds[0] if config.seeds else 0)
         ref_args, ref_bufs = bind_args(runner, task, sizes, inputs)
         cand_args, cand_bufs = bind_args(runner, task, sizes, inputs)
+        fresh = {arg.name: (inputs[arg.name] if arg.intent == "inout" else poison(np.dtype(arg.dtype),
+                                                                                  buffer_count(arg, sizes)))
+                 for arg in task.spec.args if isinstance(arg, BufferArg) and arg.intent != "in"}
+        rng = np.random.default_rng(len(config.seeds) * 7919 + sum(config.seeds))
         total_ns = 0.0
+
+        def launch(k: Any, args: list[Any], bufs: dict[str, Any], geom: Any) -> float:
+            if config.verify_timed:
+                for name, array in fresh.items():
+                    runner.upload(bufs[name], array)
+            runner.flush_caches()
+            return runner.launch(k, args, *geom)
+
+        def check_candidate(when: str) -> None:
+            if expected is None:
+                return
+            outputs = {name: runner.download(cand_bufs[name], array.dtype, array.size) for name, array in fresh.items()}
+            problems = compare_outputs(task, expected, outputs)
+            problems += [f"out-of-bounds write into {name!r}" for name, buf in cand_bufs.items()
+                         if not runner.guards_intact(buf)]
+            if problems:
+                raise WrongResult(f"results changed during timing ({when}): " + "; ".join(problems))
+
         try:
-            warm_ref = [runner.launch(ref_kernel, ref_args, *ref_geometry) for _ in range(max(1, config.warmup))]
-            warm_cand = [runner.launch(kernel, cand_args, *geometry) for _ in range(max(1, config.warmup))]
+            warm_ref = [launch(ref_kernel, ref_args, ref_bufs, ref_geometry) for _ in range(max(1, config.warmup))]
+            warm_cand = [launch(kernel, cand_args, cand_bufs, geometry) for _ in range(max(1, config.warmup))]
             total_ns += sum(warm_ref) + sum(warm_cand)
             per_pair = max(min(warm_ref) + min(warm_cand), 1.0)
             reps = int(min(config.max_reps, max(config.min_reps, config.target_seconds * 1e9 / per_pair)))
+            ref_t: list[float] = []
+            cand_t: list[float] = []
             flags: list[str] = []
-            for attempt in range(2):
-                ref_t, cand_t = [], []
+            batches = 0
+            while True:
+                spot = int(rng.integers(0, reps))
                 for i in range(reps):
-                    order = ((ref_t, ref_kernel, ref_args, ref_geometry), (cand_t, kernel, cand_args, geometry))
-                    for samples, k, a, g in (order if i % 2 == 0 else order[::-1]):
-                        runner.flush_caches()
-                        samples.append(runner.launch(k, a, *g))
-                total_ns += sum(ref_t) + sum(cand_t)
-                ref_stats, cand_stats = TimingStats.from_samples(ref_t), TimingStats.from_samples(cand_t)
-                speedup = ref_stats.median_ns / cand_stats.median_ns
-                noisy = max(ref_stats.cv, cand_stats.cv) > config.cv_limit
+                    order = ((ref_t, ref_kernel, ref_args, ref_bufs, ref_geometry),
+                             (cand_t, kernel, cand_args, cand_bufs, geometry))
+                    for samples, k, a, b, g in (order if i % 2 == 0 else order[::-1]):
+                        samples.append(launch(k, a, b, g))
+                        if config.verify_timed and k is kernel and i in (spot, reps - 1):
+                            check_candidate(f"batch {batches + 1}, launch {i + 1}")
+                batches += 1
+                total_ns = sum(warm_ref) + sum(warm_cand) + sum(ref_t) + sum(cand_t)
+                speedup = float(np.median(ref_t) / np.median(cand_t))
+                low, high = speedup_interval(ref_t, cand_t)
+                wide = (high - low) / 2 > config.ci_target * speedup
                 implausible = speedup > config.implausible_speedup or speedup < 1 / config.implausible_speedup
-                if not (noisy or implausible) or not config.remeasure or attempt == 1:
+                if not config.remeasure or batches >= config.max_batches or total_ns / 1e9 >= config.max_timing_seconds:
                     break
-                flags.append("remeasured")
-                reps = min(2 * reps, 4 * config.max_reps)
-            if noisy:
+                if not (wide or (implausible and batches < 2)):
+                    break
+            if batches > 1:
+                flags.append(f"remeasured: {batches} batches of {reps} repetitions")
+            ref_stats, cand_stats = TimingStats.from_samples(ref_t), TimingStats.from_samples(cand_t)
+            if max(ref_stats.cv, cand_stats.cv) > config.cv_limit:
                 flags.append(f"noisy: CV ref {ref_stats.cv:.1%} / cand {cand_stats.cv:.1%} above {config.cv_limit:.0%}")
+            if wide:
+                flags.append(f"imprecise: 95% interval {low:.2f}x-{high:.2f}x wider than +-{config.ci_target:.0%}")
             if implausible:
                 flags.append(f"implausible: speedup {speedup:.2f}x confirmed by re-measurement")
-            return ref_stats, cand_stats, flags, total_ns
+            if config.verify_timed and expected is not None:
+                for name, buf in cand_bufs.items():
+                    arg_in = inputs.get(name)
+                    if arg_in is not None and name not in fresh:
+                        data = runner.download(buf, arg_in.dtype, arg_in.size)
+                        if not np.array_equal(data, arg_in, equal_nan=np.issubdtype(data.dtype, np.floating)):
+                            raise WrongResult(f"results changed during timing: read-only input {name!r} was modified")
+            return ref_stats, cand_stats, (low, high), flags, total_ns
         finally:
             for buf in [*ref_bufs.values(), *cand_bufs.values()]:
                 runner.release(buf)

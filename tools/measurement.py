@@ -51,6 +51,23 @@ class TimingStats(BaseModel):
         )
 
 
+def speedup_interval(ref_ns: list[float], cand_ns: list[float], level: float = 0.95, resamples: int = 2000,
+                     seed: int = 0) -> tuple[float, float]:
+    """Bootstrap confidence interval of median(ref) / median(cand), the speedup's sampling uncertainty.
+
+    Reference and candidate are resampled independently (their launches alternate, but no pairing is
+    assumed); the percentile interval is enough for a decision "is this distinguishable from 1.0".
+    """
+    ref, cand = np.asarray(ref_ns, dtype=np.float64), np.asarray(cand_ns, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    ref_med = np.median(ref[rng.integers(0, ref.size, (resamples, ref.size))], axis=1)
+    cand_med = np.median(cand[rng.integers(0, cand.size, (resamples, cand.size))], axis=1)
+    ratios = ref_med / np.maximum(cand_med, 1e-9)
+    tail = (1.0 - level) / 2 * 100
+    low, high = np.percentile(ratios, [tail, 100 - tail])
+    return float(low), float(high)
+
+
 class HardwareSpec(BaseModel):
     """What the forecaster is told about the device (read from the device itself)."""
 
@@ -98,8 +115,12 @@ class MeasureConfig(BaseModel):
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
     warmup: int = 2
     min_reps: int = 5
-    max_reps: int = 50
-    target_seconds: float = 0.25  # per kernel, for the timing phase
+    max_reps: int = 50  # per batch; more batches are added while the speedup's interval is too wide
+    target_seconds: float = 0.25  # per kernel, for the first timing batch
+    ci_target: float = 0.04  # stop adding batches once the 95 % interval's half-width is within 4 % of the speedup
+    max_timing_seconds: float = 3.0  # bound on the adaptive phase (device time of both kernels)
+    max_batches: int = 4
+    verify_timed: bool = True  # check the outputs of timed launches and a final launch on fresh inputs
     cv_limit: float = 0.10
     implausible_speedup: float = 10.0
     remeasure: bool = True
@@ -120,6 +141,8 @@ class Measurement(BaseModel):
     reference: TimingStats | None = None
     candidate: TimingStats | None = None
     speedup: float | None = None
+    speedup_ci: tuple[float, float] | None = None  # 95 % bootstrap interval of the ratio of medians
+    phase: str = "search"  # search | verify | confirm | noise: why the measurement was bought
     flags: list[str] = Field(default_factory=list)
     seeds: list[int] = Field(default_factory=list)
     compile_ms: float | None = None

@@ -10,6 +10,8 @@ calibration data for the next one.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 import uuid
 from datetime import datetime, timezone
@@ -82,6 +84,9 @@ class Store:
             db["runs"].create({"id": str, "task": str, "device": str, "status": str, "config": str, "budget": int,
                                "spent": int, "best_candidate": str, "best_speedup": float, "summary": str,
                                "folder": str, "created_at": str, "updated_at": str}, pk="id", if_not_exists=True)
+            for column, kind in (("owner_pid", int), ("owner_host", str), ("heartbeat", str)):
+                if column not in db["runs"].columns_dict:
+                    db["runs"].add_column(column, kind)
             db["events"].create({"id": int, "run_id": str, "seq": int, "kind": str, "candidate_hash": str,
                                  "payload": str, "created_at": str}, pk="id", if_not_exists=True)
             for table, cols in [("measurements", ["task", "device"]), ("measurements", ["candidate_hash"]),
@@ -122,6 +127,20 @@ class Store:
 
     def devices(self) -> dict[str, HardwareSpec]:
         return {r["key"]: HardwareSpec.model_validate_json(r["spec"]) for r in self.db["devices"].rows}
+
+    def task_paths(self) -> dict[str, str]:
+        """Task name -> the task file it was loaded from (so data of tasks loaded from a path can be featurized)."""
+        return {r["name"]: r["path"] for r in self.db.query("select name, path from tasks")}
+
+    def set_device_probe(self, device: str, name: str, value: float, detail: dict[str, Any] | None = None) -> None:
+        """Remember a once-per-device measurement (e.g. the triad bandwidth the roofline prior uses)."""
+        payload = json.dumps({"value": value, "detail": detail or {}, "measured_at": _now()})
+        with self.db.conn:
+            self.db["meta"].upsert({"key": f"probe:{name}:{device}", "value": payload}, pk="key")
+
+    def device_probe(self, device: str, name: str) -> float | None:
+        row = self.db.execute("select value from meta where key = ?", [f"probe:{name}:{device}"]).fetchone()
+        return float(json.loads(row[0])["value"]) if row else None
 
     def add_candidate(self, candidate: Candidate) -> str:
         """Insert once by content hash (first parent/intent wins); returns the hash."""
@@ -231,13 +250,31 @@ class Store:
     # ---- runs and events --------------------------------------------------------------
     def create_run(self, task: str, device: str, config: dict[str, Any], budget: int, folder: str = "",
                    run_id: str | None = None) -> str:
-        run_id = run_id or f"{task}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+        # 64 random bits: ids are guessable by nobody and never collide across machines sharing a store
+        run_id = run_id or f"{task}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:16]}"
         with self.db.conn:
             self.db["runs"].insert({"id": run_id, "task": task, "device": device, "status": "running",
                                     "config": json.dumps(config), "budget": budget, "spent": 0, "best_candidate": None,
                                     "best_speedup": None, "summary": "{}", "folder": folder, "created_at": _now(),
-                                    "updated_at": _now()}, pk="id")
+                                    "updated_at": _now(), "owner_pid": os.getpid(), "owner_host": socket.gethostname(),
+                                    "heartbeat": _now()}, pk="id")
         return run_id
+
+    def claim_run(self, run_id: str) -> None:
+        """This process now drives the run (a resume): owner and heartbeat are ours."""
+        self.update_run(run_id, status="running", owner_pid=os.getpid(), owner_host=socket.gethostname(),
+                        heartbeat=_now())
+
+    def heartbeat(self, run_id: str) -> None:
+        with self.db.conn:
+            self.db.execute("update runs set heartbeat = ? where id = ?", [_now(), run_id])
+
+    def _with_live_status(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A "running" run whose owner is gone is "interrupted"; spent is read from the measurements."""
+        row["spent"] = self.measurement_totals(row["id"])[0]
+        if row["status"] == "running" and not _owner_alive(row):
+            row["status"] = "interrupted"
+        return row
 
     def update_run(self, run_id: str, **fields: Any) -> None:
         if "summary" in fields and not isinstance(fields["summary"], str):
@@ -246,22 +283,26 @@ class Store:
             self.db["runs"].update(run_id, {**fields, "updated_at": _now()})
 
     def run(self, run_id: str) -> dict[str, Any] | None:
-        rows = list(self.db.query("select * from runs where id = ? or id like ? order by created_at desc limit 2",
-                                  [run_id, run_id + "%"]))
+        """The run with this id, or the only run whose id starts with it (wildcards are literal)."""
+        if not run_id.strip():
+            return None
+        pattern = run_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        rows = list(self.db.query("select * from runs where id = ? or id like ? escape '\\' "
+                                  "order by created_at desc limit 2", [run_id, pattern]))
         exact = [r for r in rows if r["id"] == run_id]
         if exact:
             rows = exact
         if len(rows) != 1:
             return None
-        row = dict(rows[0])
+        row = self._with_live_status(dict(rows[0]))
         row["config"] = json.loads(row["config"])
         row["summary"] = json.loads(row["summary"] or "{}")
         return row
 
     def runs(self, task: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         where, args = _where(task=task)
-        return [dict(r) for r in self.db.query(f"select * from runs {where} order by created_at desc limit ?",
-                                               [*args, limit])]
+        return [self._with_live_status(dict(r))
+                for r in self.db.query(f"select * from runs {where} order by created_at desc limit ?", [*args, limit])]
 
     def add_event(self, run_id: str, kind: str, payload: dict[str, Any] | None = None,
                   candidate_hash: str | None = None) -> int:
@@ -329,6 +370,27 @@ class Store:
 
     def iter_rows(self, table: str) -> Iterator[dict[str, Any]]:
         yield from self.db[table].rows
+
+
+HEARTBEAT_STALE_S = 900.0  # a run on another host is presumed dead after this long without a heartbeat
+
+
+def _owner_alive(row: dict[str, Any]) -> bool:
+    """Is the process that drives this run still there? (pid on this host, else a recent heartbeat)"""
+    pid, host = row.get("owner_pid"), row.get("owner_host")
+    if pid and host == socket.gethostname():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    beat = row.get("heartbeat")
+    if not beat:
+        return False
+    age = (datetime.now(timezone.utc) - datetime.fromisoformat(beat)).total_seconds()
+    return age < HEARTBEAT_STALE_S
 
 
 def _where(prefix: str = "", **filters: Any) -> tuple[str, list[Any]]:

@@ -23,7 +23,7 @@ from kernelcast.tools.backends.base import CompileError, DeviceRuntimeError
 from kernelcast.tools.device_probe import DeviceStatus, choose_device
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import HardwareSpec, Measurement, MeasureConfig, Status
-from kernelcast.tools.task import Task
+from kernelcast.tools.task import Task, TaskError
 
 if TYPE_CHECKING:
     from kernelcast.tools.store import Store
@@ -40,7 +40,8 @@ def _serve(conn: Connection, backend: str, device: str | None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     try:
         from kernelcast.tools.backends import make_runner
-        from kernelcast.tools.harness import Harness
+        from kernelcast.tools.candidate import SignatureError
+        from kernelcast.tools.harness import Harness, InvalidCandidate, ReferenceBroken
 
         harness = Harness(make_runner(backend, device))
         conn.send(("ready", harness.runner.hardware_spec()))
@@ -62,6 +63,17 @@ def _serve(conn: Connection, backend: str, device: str | None) -> None:
                 task, candidate, sizes, seed = payload
                 result = harness.outputs(task, candidate, sizes, seed)
                 conn.send(("ok", (result.outputs, result.problems)))
+            elif op == "check_reference":
+                task, sizes = payload
+                try:
+                    harness.check_reference(task, sizes)
+                    conn.send(("ok", None))
+                except (ReferenceBroken, InvalidCandidate, SignatureError) as exc:
+                    conn.send(("task_error", str(exc)))
+                except CompileError as exc:
+                    conn.send(("task_error", f"the reference kernel does not compile on this device:\n{exc}"))
+                except DeviceRuntimeError as exc:
+                    conn.send(("device_error", f"the reference kernel cannot run on this device: {exc}"))
             elif op == "build":
                 task, candidate = payload
                 _, hit, ms = harness.build(task, candidate)
@@ -209,6 +221,16 @@ class MeasurementWorker:
         if kind != "ok":
             raise WorkerError(f"{kind}: {value}")
         return value
+
+    def check_reference(self, task: Task, sizes: str = "full", timeout_s: float = 300.0) -> None:
+        """Run the reference once before anything is spent: :class:`TaskError` for a task-file problem (exit 2),
+        :class:`WorkerError` when the device cannot run it (exit 3)."""
+        kind, value = self._request("check_reference", (task, sizes), timeout_s)
+        if kind == "ok":
+            return
+        if kind == "task_error":
+            raise TaskError(f"{task.path}: {value}")
+        raise WorkerError(f"{kind}: {value}" if kind in ("timeout", "crash") else str(value))
 
     def build(self, task: Task, candidate: Candidate, timeout_s: float = 60.0) -> tuple[str, str]:
         """Compile only: ("ok", "") or (status, reason) for validation of proposals."""

@@ -11,10 +11,11 @@ from rich.live import Live
 from rich.table import Table
 
 from kernelcast import api
-from kernelcast.console import EXIT_DEVICE, EXIT_INTERRUPTED, EXIT_USAGE, console, fail
+from kernelcast.console import EXIT_DEVICE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, console, fail
 from kernelcast.report import report_note
 from kernelcast.settings import get_settings
 from kernelcast.tools.task import TaskError
+from kernelcast.graphs.errors import SearchFailed
 from kernelcast.tools.worker import WorkerError
 
 app = typer.Typer()
@@ -68,11 +69,15 @@ def print_result(result: Any) -> None:
     table.add_column("")
     table.add_row("task / device", f"{result.task} / {result.device}")
     table.add_row("router, budget spent", f"{result.router}, {result.spent} of {result.budget}")
+    table.add_row("stop reason", result.stop_reason)
     table.add_row("candidates considered", f"{result.considered} ({result.considered_per_measurement:.1f} per measurement)")
     table.add_row("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(result.counts.items())))
     if result.best_hash:
-        table.add_row("best (measured)", f"[green]{result.best_speedup:.3f}x[/] (CV {result.best_cv or 0:.1%}) "
-                                         f"candidate {result.best_hash[:8]}, after {result.measurements_to_best} measurements")
+        colour = "green" if result.significant else "yellow"
+        table.add_row("best (confirmed)" if result.confirmed else "best (measured once)",
+                      f"[{colour}]{result.best_speedup:.3f}x[/] — {result.verdict}")
+        table.add_row("first measurement", f"{result.first_speedup or 0:.3f}x (CV {result.best_cv or 0:.1%}), candidate "
+                                           f"{result.best_hash[:8]}, after {result.measurements_to_best} measurements")
         table.add_row("geometry", json.dumps(result.best_geometry))
         table.add_row("path", " → ".join(result.best_path))
     else:
@@ -94,6 +99,8 @@ def _drive(title: str, events: str | None, call: Any) -> Any:
         fail(str(exc), EXIT_USAGE)
     except WorkerError as exc:
         fail(str(exc), EXIT_DEVICE)
+    except SearchFailed as exc:
+        fail(str(exc), EXIT_FAILED)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: `kernelcast resume RUN` continues where it stopped[/]")
         raise typer.Exit(EXIT_INTERRUPTED) from None

@@ -1,0 +1,11 @@
+"""Errors a run reports to its caller (front doors map them to exit codes and tool errors)."""
+
+from __future__ import annotations
+
+
+class RunError(RuntimeError):
+    """A run cannot be started or resumed (unknown id, finished already, bad config)."""
+
+
+class SearchFailed(RunError):
+    """The search cannot go on (e.g. its generator fails on every call): the run ends with an error."""
