@@ -66,9 +66,10 @@ def measure(task: str | Path | Task, candidate: Candidate | str | Path | None = 
     cand = make_candidate(task_obj, candidate, params)
     cfg = config or MeasureConfig(sizes=sizes, timeout_s=settings.measure_timeout_s)
     own_worker = worker is None
-    worker = worker or MeasurementWorker(backend or task_obj.backend, device or settings.device)
     try:
         with store_scope(store) as db:
+            worker = worker or MeasurementWorker(backend or task_obj.backend, device or settings.device, store=db)
+            worker.check_reference(task_obj, cfg.sizes)  # a broken task or device is an error, not a measurement
             result = worker.measure(task_obj, cand, cfg)
             db.upsert_task(task_obj)
             db.upsert_device(worker.hardware_spec())
@@ -76,7 +77,7 @@ def measure(task: str | Path | Task, candidate: Candidate | str | Path | None = 
             db.add_measurement(result)
             return result
     finally:
-        if own_worker:
+        if own_worker and worker is not None:
             worker.close()
 
 

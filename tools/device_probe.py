@@ -61,7 +61,8 @@ def explain(log: str) -> str:
         cpu = text.split("unknown target CPU", 1)[1].split()[0].strip("'\":,")
         return (f"compiler rejects this CPU: unknown target CPU '{cpu}' (PoCL built with LLVM 14, older than this "
                 "CPU); kernelcast uses another runtime")
-    return text[:300]
+    at = text.find("error:")
+    return (text[at:] if at >= 0 else text)[:300]
 
 
 def probe(platform: Any, device: Any, source: str = PROBE_SOURCE) -> str:
@@ -152,7 +153,7 @@ def probe_devices(store: Store | None = None, source: str = PROBE_SOURCE, refres
         if not refresh and memo_key in _memo:
             known[index] = _memo[memo_key]
         elif not refresh and store is not None and source == PROBE_SOURCE:
-            cached = store.device_probe(spec.key, spec.driver)
+            cached = store.probe_verdict(spec.key, spec.driver)
             if cached is not None:
                 known[index] = cached
     missing = [index for index in specs if index not in known]
@@ -162,7 +163,7 @@ def probe_devices(store: Store | None = None, source: str = PROBE_SOURCE, refres
             spec = specs[index]
             _memo[(spec.key, spec.driver, source)] = reason
             if store is not None and source == PROBE_SOURCE:
-                store.record_device_probe(spec.key, spec.driver, reason)
+                store.record_probe_verdict(spec.key, spec.driver, reason)
         known.update(fresh)
     return preference([_describe(index, p, d, known[index]) for index, p, d in listed])
 

@@ -217,6 +217,14 @@ def compare_outputs(task: Task, expected: dict[str, np.ndarray], actual: dict[st
     return problems
 
 
+def task_identity(task: Task) -> str:
+    """Two task files may share a name and a kernel but not shapes or scalars: cached reference outputs are
+    keyed by the whole spec, never by the name alone."""
+    import hashlib
+
+    return hashlib.sha256(f"{task.path}\x1f{task.spec.model_dump_json()}".encode()).hexdigest()[:16]
+
+
 def fresh_seed(seeds: list[int]) -> int:
     """A seed the correctness phase did not use, for the final check after timing."""
     return max(seeds, default=0) + 1_000_003
@@ -228,7 +236,7 @@ class Harness:
 
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
-        self._ref_outputs: dict[tuple[str, str, str, int], dict[str, np.ndarray]] = {}
+        self._ref_outputs: dict[tuple[str, str, str, int], dict[str, np.ndarray]] = {}  # by task_identity
 
     def build(self, task: Task, candidate: Candidate) -> tuple[Any, bool, float]:
         return self.runner.build(candidate.source, task.spec.entry, candidate.build_options)
@@ -308,7 +316,7 @@ class Harness:
 
     def _reference_outputs(self, task: Task, reference: Candidate, kernel: Any, sizes: dict[str, int],
                            sizes_name: str, seed: int, geometry: Any) -> dict[str, np.ndarray]:
-        key = (task.name, reference.hash, sizes_name, seed)
+        key = (task_identity(task), reference.hash, sizes_name, seed)
         if key not in self._ref_outputs:
             result = run_once(self.runner, task, kernel, sizes, make_inputs(task, sizes, seed), geometry)
             problems = reference_problems(task, result)

@@ -114,13 +114,13 @@ class Store:
         with self.db.conn:
             self.db["devices"].upsert({"key": spec.key, "spec": spec.model_dump_json(), "updated_at": _now()}, pk="key")
 
-    def record_device_probe(self, key: str, driver: str, reason: str) -> None:
+    def record_probe_verdict(self, key: str, driver: str, reason: str) -> None:
         """A device's probe verdict ("" = healthy) for this driver version (a new driver is probed again)."""
         with self.db.conn:
             self.db["device_probes"].upsert({"key": key, "driver": driver, "reason": reason, "checked_at": _now()},
                                             pk=("key", "driver"))
 
-    def device_probe(self, key: str, driver: str) -> str | None:
+    def probe_verdict(self, key: str, driver: str) -> str | None:
         """The cached verdict, or None when this device and driver were never probed."""
         row = self.db.execute("select reason from device_probes where key = ? and driver = ?", [key, driver]).fetchone()
         return None if row is None else str(row[0])

@@ -230,6 +230,9 @@ class MeasurementWorker:
             return
         if kind == "task_error":
             raise TaskError(f"{task.path}: {value}")
+        if kind == "crash":  # the reference wrote far outside its buffers, most likely
+            raise TaskError(f"{task.path}: the reference kernel crashed the runtime ({value}); the task's shapes "
+                            "may be too small for the reference's launch")
         raise WorkerError(f"{kind}: {value}" if kind in ("timeout", "crash") else str(value))
 
     def build(self, task: Task, candidate: Candidate, timeout_s: float = 60.0) -> tuple[str, str]:

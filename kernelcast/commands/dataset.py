@@ -44,11 +44,13 @@ def build(
     config = MeasureConfig(sizes=sizes, timeout_s=settings.measure_timeout_s)
     counts = {"correct": 0, "failed": 0}
     try:
-        with MeasurementWorker(backends.pop(), device or settings.device) as worker, Progress(
+        with MeasurementWorker(backends.pop(), device or settings.device, store=store) as worker, Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
             console=console,
         ) as progress:
-            bar = progress.add_task("planning pools...", total=None)
+            bar = progress.add_task("checking references...", total=None)
+            for task in chosen:  # a broken task stops the build before anything is spent on it
+                worker.check_reference(task, sizes)
 
             def tick(task, cand, result, done, total) -> None:  # noqa: ANN001
                 counts["correct" if result is not None and result.ok else "failed"] += 1
@@ -63,6 +65,8 @@ def build(
                                  on_progress=tick)
     except WorkerError as exc:
         fail(str(exc), EXIT_DEVICE)
+    except TaskError as exc:
+        fail(str(exc))
     console.print(f"{made} new measurements ({counts['correct']} correct, {counts['failed']} failed) in "
                   f"{Path(settings.db_path)}")
 

@@ -90,6 +90,8 @@ def measure(
             result = api.measure(task_obj, cand, device=device, config=config)
     except WorkerError as exc:
         fail(str(exc), EXIT_DEVICE)
+    except TaskError as exc:
+        fail(str(exc))
     if as_json:
         print(json.dumps({"bin": result.bin(), **result.model_dump(mode="json")}, indent=2))
     else:
@@ -101,22 +103,32 @@ def measure(
 
 
 @app.command("devices")
-def devices(as_json: bool = typer.Option(False, "--json")) -> None:
-    """List OpenCL (and CUDA, where present) devices with their specs."""
+def devices(as_json: bool = typer.Option(False, "--json"),
+            refresh: bool = typer.Option(False, "--refresh", help="probe again instead of using cached verdicts")) -> None:
+    """List OpenCL (and CUDA, where present) devices: probe verdict (healthy or why skipped), the default, specs."""
     from kernelcast.tools.backends.opencl import device_spec, list_devices
+    from kernelcast.tools.device_probe import probe_devices
 
-    specs = [(index, device_spec(p, d)) for index, p, d in list_devices()]
+    store = api.open_store()
+    statuses = {s.index: s for s in probe_devices(store, refresh=refresh)}
+    default = next((s.index for s in statuses.values() if s.healthy), None)
+    listed = {index: device_spec(p, d) for index, p, d in list_devices()}
+    rows = [(index, listed[index], s.healthy, s.reason) for index, s in statuses.items()]
     try:
         from kernelcast.tools.backends.cuda import list_devices as cuda_devices
 
-        specs += [(f"cuda:{i}", s) for i, s in enumerate(cuda_devices())]
+        rows += [(f"cuda:{i}", spec, True, "") for i, spec in enumerate(cuda_devices())]
     except ImportError:
         pass
     if as_json:
-        print(json.dumps([{"index": i, **s.model_dump()} for i, s in specs], indent=2))
+        print(json.dumps([{"index": i, "healthy": ok, "reason": why, "default": i == default, **spec.model_dump()}
+                          for i, spec, ok, why in rows], indent=2))
         return
-    if not specs:
+    if not rows:
         fail("no OpenCL or CUDA device found", EXIT_DEVICE)
-    for index, spec in specs:
-        console.print(f"[bold]{index}[/]  {spec.summary()}\n", highlight=False)
-
+    for index, spec, ok, why in rows:
+        status = ("[green]healthy[/]" + (" [bold](default)[/]" if index == default else "")) if ok else \
+            f"[red]skipped:[/] {why}"
+        console.print(f"[bold]{index}[/]  {status}\n{spec.summary()}\n", highlight=False)
+    if default is None:
+        fail("no usable OpenCL device (see the reasons above)", EXIT_DEVICE)
