@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TASK ?= gemm
 BUDGET ?= 24
 
-.PHONY: setup run test bench clean
+.PHONY: setup run test lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +18,19 @@ setup: $(VENV)/.installed
 run: setup
 	$(VENV)/bin/kernelcast optimize $(TASK) --budget $(BUDGET)
 
-test: setup
+# The checkers read an installed copy: the layer folders map into the kernelcast namespace at install time,
+# which import-linter and mypy cannot follow through an editable install.
+lint: setup
+	rm -rf .lint && $(PY) -m pip install --quiet --no-deps --target .lint/site . > .lint.log 2>&1 || (cat .lint.log; exit 1)
+	cd .lint && PYTHONPATH=site ../$(VENV)/bin/lint-imports --config ../pyproject.toml
+	$(VENV)/bin/ruff check .
+	cd .lint/site && ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml -p kernelcast
+
+test: setup lint
 	$(PY) -m pytest -q
 
+bench: setup
+	$(PY) -m pip install --quiet -e ".[bench]"
+
 clean:
-	rm -rf $(VENV) .kernelcast .pytest_cache
+	rm -rf $(VENV) .kernelcast .pytest_cache .lint .lint.log

@@ -26,12 +26,12 @@ from kernelcast.tools.task import resolve_task  # noqa: E402
 from kernelcast.tools.worker import MeasurementWorker  # noqa: E402
 
 
-def bare_event_loop(task_name: str, params: dict, reps: int) -> tuple[float, float]:
+def bare_event_loop(task_name: str, params: dict, reps: int, device: str | None = None) -> tuple[float, float]:
     """Median device time of the reference and candidate with a plain pyopencl loop (no harness)."""
     import pyopencl as cl
 
     task = resolve_task(task_name)
-    runner = OpenCLRunner()
+    runner = OpenCLRunner(device)
     sizes = task.sizes("full")
     out = []
     for cand in (task.reference(), task.instantiate(params)):
@@ -55,13 +55,15 @@ def main() -> None:
     parser.add_argument("--task", default="saxpy")
     parser.add_argument("--params", default="VEC=4,COARSEN=2,WG=256")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--device", default=None, help="platform:device index (default: the default device)")
+    parser.add_argument("--check-tasks", default="saxpy,gemm,softmax,transpose,reduce_rows")
     args = parser.parse_args()
     params = {k: int(v) for k, v in (kv.split("=") for kv in args.params.split(","))}
     task = resolve_task(args.task)
     cand = task.instantiate(params)
 
     # 1) harness overhead on the small size (kernel time negligible), excluding compile and kernel time
-    with MeasurementWorker() as worker:
+    with MeasurementWorker(device=args.device) as worker:
         small = MeasureConfig(sizes="small", min_reps=5, max_reps=5, target_seconds=0.0)
         worker.measure(task, cand, small)  # warm: compile + reference outputs cached
         overhead, wall = [], []
@@ -70,7 +72,7 @@ def main() -> None:
             overhead.append(m.harness_ms or 0.0)
             wall.append(m.wall_ms or 0.0)
         # 2) cached compile, measured in-process on the runner's cache
-        harness = Harness(OpenCLRunner())
+        harness = Harness(OpenCLRunner(args.device))
         harness.build(task, cand)
         t0 = time.perf_counter()
         for _ in range(100):
@@ -84,9 +86,12 @@ def main() -> None:
     speedups = [m.speedup for m in runs if m.speedup]
     cv = statistics.pstdev(speedups) / statistics.mean(speedups) if len(speedups) > 1 else float("nan")
     # 4) harness bias: the same kernels timed with a bare pyopencl loop
-    bare_ref, bare_cand = bare_event_loop(args.task, params, reps=30)
+    bare_ref, bare_cand = bare_event_loop(args.task, params, reps=30, device=args.device)
     harness_ref = statistics.median(m.reference.median_ns for m in runs if m.reference)
     harness_cand = statistics.median(m.candidate.median_ns for m in runs if m.candidate)
+
+    # 5) what checking the timed launches costs: same repetitions with and without re-poisoning + checks
+    check_share = timed_check_cost(args.check_tasks.split(","), args.device)
 
     table = Table(title=f"harness benchmark: {task.name} {params} on {runs[0].device}")
     for col in ("metric", "value", "target", "ok"):
@@ -105,7 +110,28 @@ def main() -> None:
     row("reference median: harness / bare pyopencl", harness_ref / bare_ref, "x", None)
     row("candidate median: harness / bare pyopencl", harness_cand / bare_cand, "x", None)
     row("speedup: harness / bare pyopencl", (harness_ref / harness_cand) / (bare_ref / bare_cand), "x", None)
+    for name, share in check_share.items():
+        row(f"timed-launch checks (re-poison, verify, fresh-seed launch): share of wall time, {name}",
+            100 * share, "%", 10)
     Console(width=170).print(table)
+
+
+def timed_check_cost(task_names: list[str], device: str | None) -> dict[str, float]:
+    """Share of a measurement's wall time spent on re-poisoning, restoring and checking timed launches,
+    from the same fixed number of repetitions with the checks on and off (median of 3 each)."""
+    fixed = dict(min_reps=20, max_reps=20, target_seconds=0.0, remeasure=False, sizes="full")
+    shares = {}
+    with MeasurementWorker(device=device) as worker:
+        for name in task_names:
+            task = resolve_task(name)
+            ref = task.reference()
+            walls = {}
+            for checked in (True, False):
+                cfg = MeasureConfig(verify_timed=checked, **fixed)  # type: ignore[arg-type]
+                worker.measure(task, ref, cfg)  # warm
+                walls[checked] = statistics.median((worker.measure(task, ref, cfg).wall_ms or 0.0) for _ in range(3))
+            shares[name] = max(0.0, (walls[True] - walls[False]) / walls[True])
+    return shares
 
 
 if __name__ == "__main__":

@@ -366,14 +366,15 @@ def _scores(pairs: Sequence[ForecastPair]) -> str:
 def render_html(run: RunData, others: Sequence[RunData], images: dict[str, str], top: Sequence[TopKernel]) -> str:
     e = html.escape
     row, summary = run.row, run.row.get("summary") or {}
-    best = (f"{summary['best_speedup']:.3f}x (candidate {summary['best_hash'][:8]}, after "
+    best = (f"{summary['best_speedup']:.3f}x — {summary.get('verdict') or 'not confirmed'} (first measured "
+            f"{summary.get('first_speedup') or summary['best_speedup']:.3f}x; candidate {summary['best_hash'][:8]}, after "
             f"{summary.get('measurements_to_best', '?')} measurements)" if summary.get("best_hash") else "none measured")
     facts = [("task", row["task"]), ("device", row["device"]), ("status", row["status"]),
              ("router", row["config"].get("router", "?")), ("threshold", row["config"].get("threshold", "?")),
              ("forecaster", row["config"].get("forecaster", "?")), ("sizes", row["config"].get("sizes", "?")),
              ("measurements", f"{row['spent']} of {row['budget']}"),
              ("candidates considered", summary.get("considered", len(run.tree) - 1 if run.tree else 0)),
-             ("best verified speedup", best), ("path", " → ".join(summary.get("best_path", [])) or "-")]
+             ("best speedup (confirmed)", best), ("stop reason", summary.get("stop_reason", "-")), ("path", " → ".join(summary.get("best_path", [])) or "-")]
     if others:
         facts.append(("compared with", ", ".join(o.run_id for o in others)))
     fact_rows = "".join(f"<tr><th>{e(str(k))}</th><td>{e(str(v))}</td></tr>" for k, v in facts)

@@ -14,6 +14,27 @@ if str(Path(__file__).parent) not in sys.path:
 from llm_server import LlamaServer, find_gguf  # noqa: E402
 
 
+# ---- issue 11: say which device the suite ran on --------------------------------------
+def device_report() -> list[str]:
+    """The OpenCL devices at hand, their probe verdicts and the default: results depend on the device."""
+    from kernelcast.tools.device_probe import probe_devices
+
+    lines = []
+    statuses = probe_devices()
+    default = next((s for s in statuses if s.healthy), None)
+    for s in statuses:
+        verdict = "healthy" if s.healthy else f"skipped: {s.reason}"
+        mark = " (default)" if s is default else ""
+        lines.append(f"opencl {s.index}: {s.name} ({s.platform}, driver {s.driver}): {verdict}{mark}")
+    return lines or ["no OpenCL device found"]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    terminalreporter.write_line("devices this suite ran on:")
+    for line in device_report():
+        terminalreporter.write_line("  " + line)
+
+
 # ---- issue 3: a real local LLM server (llama.cpp + SmolLM2-135M) ------------------
 @pytest.fixture(scope="session")
 def llm_server() -> Iterator[LlamaServer]:
