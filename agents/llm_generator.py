@@ -20,7 +20,7 @@ import structlog
 from kernelcast.agents.dedup import Deduplicator
 from kernelcast.agents.generator import GenerationContext, ProposalReport, Reason, Validator
 from kernelcast.agents.llm_client import LLMClient, LLMError, Messages
-from kernelcast.agents.llm_forecaster import clip_source, device_guide, launch_text, load_prompt, work_estimate
+from kernelcast.agents.prompting import clip_source, device_guide, launch_text, load_prompt, work_estimate
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.task import BufferArg, Task
 

@@ -15,7 +15,8 @@ import pytest
 
 from kernelcast.agents.forecast import Forecast
 from kernelcast.agents.llm_client import LLMClient, TokenLogprob
-from kernelcast.agents.llm_forecaster import LLMForecaster, bin_table, build_prompt, digit_distribution
+from kernelcast.agents.llm_forecaster import LLMForecaster, build_prompt, digit_distribution
+from kernelcast.agents.prompting import bin_table
 from kernelcast.agents.forecast import RepairError
 from llm_server import CannedServer, LlamaServer, find_gguf, free_port
 from kernelcast.tools.bins import EDGES
