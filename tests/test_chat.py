@@ -11,13 +11,9 @@ from typer.testing import CliRunner
 
 from kernelcast import api
 from kernelcast import chat_tools as ops
-from kernelcast.chat import (
-    NO_MODEL_HELP,
-    ChatSession,
-    CommandError,
-    parse_command,
-    validate_call,
-)
+from kernelcast.chat import ChatSession
+from kernelcast.chat_commands import CommandError, parse_command, validate_call
+from kernelcast.chat_protocol import NO_MODEL_HELP
 from kernelcast.settings import get_settings
 
 
