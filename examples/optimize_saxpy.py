@@ -2,7 +2,7 @@
 
     python examples/optimize_saxpy.py [--budget 6] [--sizes small|full]
 
-Runs land in KERNELCAST_HOME (default ./.kernelcast); `kernelcast report RUN` draws them.
+Runs land in KERNELCAST_HOME (default: the platform user data folder); `kernelcast report RUN` draws them.
 """
 
 from __future__ import annotations

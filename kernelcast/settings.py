@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 
+from platformdirs import user_data_dir
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -14,7 +16,9 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="KERNELCAST_", env_file=".env", extra="ignore")
 
-    home: Path = Field(default=Path(".kernelcast"), description="folder for the database and run folders")
+    home: Path = Field(default_factory=lambda: Path(user_data_dir("kernelcast")), description=(
+        "folder for the database and run folders (default: the platform's user data folder, so a server "
+        "started in any directory finds the same store)"))
     db: Path | None = Field(default=None, description="SQLite file (default: <home>/kernelcast.db)")
     device: str | None = Field(default=None, description="platform:device index or name substring")
     model: str | None = Field(default=None, description="litellm model string for LLM agents")
@@ -22,6 +26,10 @@ class Settings(BaseSettings):
     api_key: SecretStr | None = Field(default=None, description="API key for the model endpoint")
     measure_timeout_s: float = 120.0
     log_level: str = "WARNING"
+    task_path: str = Field(default=".", description=(
+        "folders (os.pathsep separated) whose task files MCP and chat callers may name; built-in tasks are "
+        "always available. Default: the current directory. Empty: built-ins only"))
+    mcp_token: SecretStr | None = Field(default=None, description="bearer token the MCP HTTP server requires")
 
     @property
     def db_path(self) -> Path:
@@ -30,6 +38,11 @@ class Settings(BaseSettings):
     @property
     def runs_dir(self) -> Path:
         return self.home / "runs"
+
+    @property
+    def task_roots(self) -> list[Path]:
+        """The folders of KERNELCAST_TASK_PATH (empty entries dropped)."""
+        return [Path(p) for p in self.task_path.split(os.pathsep) if p.strip()]
 
 
 @lru_cache(maxsize=1)

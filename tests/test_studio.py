@@ -15,7 +15,10 @@ def test_langgraph_json_names_the_graph_factory(tmp_path: Path, monkeypatch: pyt
     module_path, func = spec["graphs"]["optimize"].split(":")
     assert (ROOT / module_path).exists() and func == "make_graph"
     monkeypatch.setenv("KERNELCAST_HOME", str(tmp_path))
-    from kernelcast.graphs.studio import make_graph
+    from kernelcast.settings import get_settings
+    from kernelcast.studio import make_graph
+
+    get_settings.cache_clear()  # settings are read once per process; this test changes the home
 
     graph = make_graph({"configurable": {"task": "saxpy", "budget": 3, "sizes": "small", "forecaster": "none",
                                          "thread_id": "studio-test"}})

@@ -7,12 +7,11 @@ The platform supplies its own checkpointer; the run id is the thread id. Options
 from __future__ import annotations
 
 import atexit
-import os
-from pathlib import Path
 from typing import Any
 
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.graph import build_graph
+from kernelcast.settings import get_settings
 
 
 def make_graph(config: dict[str, Any] | None = None) -> Any:
@@ -20,8 +19,8 @@ def make_graph(config: dict[str, Any] | None = None) -> Any:
     from kernelcast.tools.store import Store
     from kernelcast.tools.worker import MeasurementWorker
 
-    home = Path(os.environ.get("KERNELCAST_HOME", ".kernelcast"))
-    db = Path(os.environ.get("KERNELCAST_DB", home / "kernelcast.db"))
+    settings = get_settings()
+    home, db = settings.home, settings.db_path
     options = dict((config or {}).get("configurable", {}))
     run_id = str(options.pop("thread_id", "studio"))
     run_config = RunConfig.model_validate({"task": "gemm", **{k: v for k, v in options.items()
@@ -32,6 +31,5 @@ def make_graph(config: dict[str, Any] | None = None) -> Any:
     hardware = worker.hardware_spec()
     if store.run(run_id) is None:
         store.create_run(run_config.task, hardware.key, run_config.model_dump(), run_config.budget, run_id=run_id)
-    ctx = build_context(run_id, run_config, store, home, worker, None,
-                        float(os.environ.get("KERNELCAST_MEASURE_TIMEOUT_S", "120")), os.environ.get("KERNELCAST_API_BASE"))
+    ctx = build_context(run_id, run_config, store, home, worker, None, settings.measure_timeout_s, settings.api_base)
     return build_graph(ctx).compile()
