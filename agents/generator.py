@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from kernelcast.agents.dedup import Deduplicator
 from kernelcast.tools.candidate import Candidate, SignatureError, check_signature, signature
+from kernelcast.tools.confinement import FAST_MATH_OPTIONS, option_problem, source_problem  # noqa: F401 (re-export)
 from kernelcast.tools.harness import InvalidCandidate, resolve_geometry
 from kernelcast.tools.measurement import HardwareSpec, Status
 from kernelcast.tools.task import Task
@@ -36,11 +37,6 @@ if TYPE_CHECKING:
     from kernelcast.tools.worker import MeasurementWorker
 
 REPORT_CHARS = 1500  # error / wrong-result text kept in a context (enough for the first compiler errors)
-FAST_MATH_OPTIONS = frozenset({
-    "-cl-fast-relaxed-math", "-cl-unsafe-math-optimizations", "-cl-finite-math-only", "-cl-denorms-are-zero",
-    "--use_fast_math", "-use_fast_math", "--ftz=true", "-ftz=true", "--prec-div=false", "-prec-div=false",
-    "--prec-sqrt=false", "-prec-sqrt=false", "--fmad=true",
-})
 
 
 class Reason(str, Enum):
@@ -270,12 +266,15 @@ class Validator:
         why = host_code(c.source)
         if why:
             return Reason.host_code, f"the source {why}"
+        confined = source_problem(c.source)
+        if confined:
+            return Reason.host_code, confined
         try:
             signature(c.source, entry, task.language)
         except SignatureError as exc:
             return Reason.kernel_name, f"{exc} (renamed or missing)"
         try:
-            check_signature(c.source, task.source, entry, task.language)
+            check_signature(c.source, task.source, entry, task.language, c.build_options)
         except SignatureError as exc:
             return Reason.signature, str(exc)
         if c.hash == self.parent.hash:
@@ -311,12 +310,7 @@ class Validator:
 
 def bad_options(task: Task, options: list[str]) -> str | None:
     """Why ``options`` are not acceptable for ``task``, or None."""
-    for opt in options:
-        if not opt.startswith("-") or any(ch.isspace() for ch in opt):
-            return f"build option {opt!r} is not a single flag"
-        if opt in FAST_MATH_OPTIONS and not task.spec.tolerance.allow_fast_math:
-            return f"build option {opt} relaxes float semantics, which task {task.name!r} does not allow"
-    return None
+    return option_problem(options, task.language, task.spec.tolerance.allow_fast_math)
 
 
 def _trim(text: str, limit: int) -> str:

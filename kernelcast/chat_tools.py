@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, Literal, get_type_hints
@@ -23,7 +24,7 @@ from kernelcast.tools.bins import BIN_NAMES
 from kernelcast.tools.candidate import Candidate, candidate_from_file, candidate_from_source
 from kernelcast.tools.measurement import Measurement
 from kernelcast.tools.store import StoreError
-from kernelcast.tools.task import BufferArg, Task, builtin_task_paths, load_task
+from kernelcast.tools.task import BufferArg, Task, builtin_task_paths, load_task, resolve_task_in_roots
 from kernelcast.tools.worker import WorkerError
 
 Sizes = Literal["full", "small"]
@@ -32,7 +33,8 @@ ForecasterName = Literal["learned", "llm", "llm-logprobs", "none"]
 GeneratorName = Literal["offline", "llm"]
 EventCallback = Callable[[str, dict[str, Any]], None]
 
-TaskName = Annotated[str, Field(description="built-in task name (see list_tasks) or path to a task.toml")]
+TaskName = Annotated[str, Field(description="built-in task name (see list_tasks) or path to a task.toml "
+                                           "under the server's task roots (KERNELCAST_TASK_PATH)")]
 Source = Annotated[str | None, Field(description="kernel source with the reference's signature; "
                                                  "omit for the reference kernel")]
 GlobalSize = Annotated[list[str] | None, Field(description="global size expressions, e.g. ['N/4'] "
@@ -63,6 +65,23 @@ def clear_errors() -> Iterator[None]:
         raise OperationError(str(exc)) from None
     except WorkerError as exc:
         raise OperationError(f"device problem: {exc}") from None
+    except sqlite3.Error as exc:
+        raise OperationError(f"store problem: {_one_line(exc)} (is the database damaged or read-only?)") from None
+    except OSError as exc:
+        raise OperationError(f"file system problem: {_one_line(exc)}") from None
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def confined_task(task: str) -> Task:
+    """A built-in task or a task file under the configured task roots: tool callers (MCP clients, the chat's
+    model) cannot make the server read any other file, nor learn whether it exists."""
+    from kernelcast.settings import get_settings
+
+    return resolve_task_in_roots(task, get_settings().task_roots)
 
 
 # ---- outputs ------------------------------------------------------------------------
@@ -101,8 +120,9 @@ class TaskDetail(TaskInfo):
     source: str
 
     def text(self) -> str:
-        lines = [super().text(), (f"entry {self.entry}; launch global {self.global_size} local "
-                                  f"{self.local_size or 'runtime-chosen'}; tolerance rtol {self.rtol} atol {self.atol}"),
+        local = self.local_size or "runtime-chosen"
+        lines = [super().text(), (f"entry {self.entry}; launch global {self.global_size} local {local}; "
+                                  f"tolerance rtol {self.rtol} atol {self.atol}"),
                  f"small sizes {_kv(self.small_sizes)}", "arguments:", *(f"  {a}" for a in self.arguments)]
         if self.template_params:
             lines.append("template: " + "; ".join(f"{k} in {v}" for k, v in self.template_params.items()))
@@ -206,7 +226,7 @@ def list_tasks() -> TaskList:
 def describe_task(task: TaskName) -> TaskDetail:
     """Describe one task: arguments, sizes, launch geometry, tolerances, template and reference source."""
     with clear_errors():
-        t = api.as_task(task)
+        t = confined_task(task)
         spec = t.spec
         args = [f"{a.name}: {a.dtype} buffer [{' x '.join(map(str, a.shape))}], {a.intent}" if isinstance(a, BufferArg)
                 else f"{a.name}: {a.dtype} scalar = {a.value}" for a in spec.args]
@@ -222,7 +242,7 @@ def measure_kernel(task: TaskName, source: Source = None, global_size: GlobalSiz
                    sizes: SizesArg = "full") -> MeasureOutput:
     """Measure a kernel on the device against the reference (correctness on seeded inputs, then timing)."""
     with clear_errors():
-        t = api.as_task(task)
+        t = confined_task(task)
         return measure_candidate(t, source_candidate(t, source, global_size, local_size, build_options), sizes)
 
 
@@ -233,7 +253,7 @@ def forecast_speedup(task: TaskName, source: Source = None, global_size: GlobalS
                      ) -> ForecastOutput:
     """Forecast a kernel's speedup distribution over the 8 bins without measuring it."""
     with clear_errors():
-        t = api.as_task(task)
+        t = confined_task(task)
         return forecast_candidate(t, source_candidate(t, source, global_size, local_size, build_options),
                                   forecaster, model)
 
@@ -250,7 +270,9 @@ def optimize_kernel(task: TaskName,
                     on_event: EventCallback | None = None) -> RunInfo:
     """Optimize a task under a hardware-measurement budget; returns the run (its best kernel is measured)."""
     with clear_errors():
-        result = api.optimize(task, budget=budget, router=router, threshold=threshold, sizes=sizes,
+        t = confined_task(task)
+        chosen = task if task in builtin_task_paths() else str(t.path.resolve())
+        result = api.optimize(chosen, budget=budget, router=router, threshold=threshold, sizes=sizes,
                               forecaster=forecaster, generator=generator, seed=seed, on_event=on_event)
         return get_run(result.run_id)
 
@@ -343,12 +365,12 @@ def args_model(fn: Callable[..., Any]) -> type[BaseModel]:
             continue
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[name] = (hints[name], default)
-    return create_model(f"{fn.__name__}_args", __config__={"extra": "forbid"}, **fields)  # type: ignore[call-overload]
+    return create_model(f"{fn.__name__}_args", __config__={"extra": "forbid"}, **fields)
 
 
 def _task_info(t: Task) -> TaskInfo:
     return TaskInfo(name=t.name, language=t.language, description=t.spec.description,
-                    template_points=len(t.param_space()) if t.spec.template else 0,
+                    template_points=t.space_count().valid,
                     sizes=t.sizes("full"), small_sizes=t.sizes("small"))
 
 

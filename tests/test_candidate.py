@@ -10,12 +10,12 @@ REF = "__kernel void k(__global const float *x, __global float *y, const float a
 
 
 def cand(source: str, **kw) -> Candidate:
-    return Candidate(task="t", source=source, global_size=["N"], **kw)
+    return Candidate(task="t", source=source, **{"global_size": ["N"], **kw})
 
 
 def test_hash_ignores_comments_and_whitespace() -> None:
-    noisy = "/* header */\n__kernel   void k(__global const float *x,\n __global float *y, const float a, const int n)" \
-            " {  // body\n y[0]   =  x[0]; }"
+    noisy = ("/* header */\n__kernel   void k(__global const float *x,\n __global float *y, const float a, "
+             "const int n) {  // body\n y[0]   =  x[0]; }")
     assert cand(REF).hash == cand(noisy).hash
     assert cand(REF).hash != cand(REF.replace("x[0]", "x[1]")).hash
     assert cand(REF).hash != cand(REF, local_size=["64"]).hash
@@ -46,3 +46,24 @@ def test_signature_accepts_vector_pointers_and_renamed_args() -> None:
 def test_signature_mismatch_is_named(source: str, message: str) -> None:
     with pytest.raises(SignatureError, match=message):
         check_signature(source, REF, "k")
+
+
+def test_hash_is_of_the_preprocessed_source_and_the_task() -> None:
+    dead = "#if 0\nint unused(int x) { return x; }\n#endif\n" + REF
+    assert cand(dead).hash == cand(REF).hash, "code in an inactive branch is not part of the candidate"
+    macro = "#define ZERO 0\n" + REF.replace("x[0]", "x[ZERO]")
+    assert cand(macro).hash == cand(REF).hash, "a macro that expands to the same code is the same candidate"
+    assert cand(REF).hash != Candidate(task="other", source=REF, global_size=["N"]).hash
+    assert cand(REF, global_size=["N / (2 * 1)"]).hash == cand(REF, global_size=["N/2"]).hash
+    assert cand(REF, global_size=["N / 1"]).hash == cand(REF).hash
+    assert cand("#define U 2\n#pragma unroll U\n" + REF).hash != cand("#define U 4\n#pragma unroll U\n" + REF).hash
+
+
+def test_signature_is_read_after_preprocessing() -> None:
+    typed = "typedef float real;\n#define IDX int\n" + REF.replace("float *x", "real *x").replace("int n", "IDX n")
+    check_signature(typed, REF, "k")
+    decoy = f"#if 0\n{REF}\n#endif\n__kernel void k(__global float *y) {{ }}"
+    with pytest.raises(SignatureError, match="takes 1 arguments"):
+        check_signature(decoy, REF, "k")
+    with pytest.raises(SignatureError, match="self-contained"):
+        check_signature('#include "/etc/hostname"\n' + REF, REF, "k")

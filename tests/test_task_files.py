@@ -121,3 +121,22 @@ def test_expressions_are_safe_and_exact() -> None:
         evaluate("M + 1", {"N": 1})
     with pytest.raises(ExpressionError, match="whole number"):
         evaluate_int("N / 3", {"N": 16})
+
+
+def test_shapes_that_do_not_divide_are_errors_at_load(tmp_path: Path) -> None:
+    path = write_task(tmp_path, GOOD.replace('shape = ["N"]', 'shape = ["N / 3"]'))
+    with pytest.raises(TaskError, match=r"field 'args.x.shape\[0\]'.*not a whole number"):
+        load_task(path)
+
+
+def test_a_missing_argument_is_a_task_error_not_a_type_error(tmp_path: Path) -> None:
+    path = write_task(tmp_path, GOOD, kernel=KERNEL.replace("const int n)", "const int n, const float s)"))
+    with pytest.raises(TaskError, match="kernel 'scale' takes 3: the kernel's parameter\\(s\\) s have no entry"):
+        load_task(path)
+
+
+def test_builtin_template_spaces_are_counted_exactly() -> None:
+    task = resolve_task("gemm")
+    count = task.space_count()
+    assert count.exact and count.valid == len(task.param_space()) and count.combinations == 3456
+    assert count.text() == f"{count.valid} valid points"

@@ -1,18 +1,29 @@
 """Candidates: device source + launch geometry + build options, nothing else.
 
 A candidate never carries host code: the harness is generated from the task
-spec. Its identity is a hash of the normalized source (comments and
-whitespace removed) plus geometry and options, so cosmetic edits dedupe.
+spec. Its identity is a hash of its task and its preprocessed source (comments
+and whitespace removed) plus geometry and options, so cosmetic edits and no-op
+template points dedupe.
 """
 
 from __future__ import annotations
 
+import ast
+import copy
 import hashlib
 import re
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
+
+from kernelcast.tools.expr import ExpressionError, evaluate
+from kernelcast.tools.expr import parse as parse_expression
+from kernelcast.tools.kernel_signature import KernelSignatureError, kernel_params
+from kernelcast.tools.preprocess import MAX_SOURCE_BYTES, PreprocessError, preprocess
+
+if TYPE_CHECKING:
+    from kernelcast.tools.task import Task
 
 _BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _LINE_COMMENT = re.compile(r"//[^\n]*")
@@ -43,22 +54,72 @@ def normalize_source(source: str) -> str:
 
 
 @lru_cache(maxsize=65536)
-def content_hash(source: str, global_size: tuple[str, ...], local_size: tuple[str, ...],
-                 build_options: tuple[str, ...]) -> str:
-    """Cached by content, so forecasting thousands of candidates does not re-normalize sources."""
-    key = "\x1f".join([normalize_source(source), ",".join(_WS.sub("", g) for g in global_size),
-                       ",".join(_WS.sub("", g) for g in local_size), " ".join(build_options)])
+def content_hash(task: str, source: str, global_size: tuple[str, ...], local_size: tuple[str, ...],
+                 build_options: tuple[str, ...], language: str = "opencl") -> str:
+    """Identity of a candidate: its task, its source as the compiler sees it, geometry and options.
+
+    Cached by content, so forecasting thousands of candidates preprocesses each source once.
+    """
+    key = "\x1f".join([task, canonical_source(source, language, build_options),
+                       ",".join(canonical_expression(g) for g in global_size),
+                       ",".join(canonical_expression(g) for g in local_size), " ".join(build_options)])
     return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+@lru_cache(maxsize=4096)
+def canonical_expression(expr: str) -> str:
+    """A geometry expression with constants folded and identities dropped: ``N / (4 * 2)`` reads ``N/8`` and a
+    template's ``N / 1`` reads ``N``, so a point that launches like the reference hashes like it."""
+    try:
+        tree, _ = parse_expression(str(expr))
+        return _WS.sub("", ast.unparse(_Fold().visit(copy.deepcopy(tree))))
+    except (ExpressionError, ValueError, TypeError, RecursionError):
+        return _WS.sub("", str(expr))
+
+
+class _Fold(ast.NodeTransformer):
+    """Constant folding with the evaluator's own semantics, plus x*1, 1*x, x/1, x//1, x+0, 0+x, x-0 -> x."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        left, right = node.left, node.right
+        if isinstance(left, ast.Constant) and isinstance(right, ast.Constant):
+            try:
+                return ast.copy_location(ast.Constant(evaluate(ast.unparse(node), {})), node)
+            except ExpressionError:
+                return node
+        one = isinstance(right, ast.Constant) and right.value == 1
+        zero = isinstance(right, ast.Constant) and right.value == 0
+        if (one and isinstance(node.op, (ast.Mult, ast.Div, ast.FloorDiv))) or \
+                (zero and isinstance(node.op, (ast.Add, ast.Sub))):
+            return left
+        if isinstance(left, ast.Constant) and ((left.value == 1 and isinstance(node.op, ast.Mult))
+                                               or (left.value == 0 and isinstance(node.op, ast.Add))):
+            return right
+        return node
+
+
+def canonical_source(source: str, language: str = "opencl", build_options: tuple[str, ...] = ()) -> str:
+    """The preprocessed source with comments and whitespace normalized: two template points that preprocess
+    to the same code (a parameter acting only in an inactive ``#if`` branch, a default point equal to the
+    reference) read the same. A source the preprocessor refuses (an ``#include``) keeps its own text, marked
+    so it can never equal a preprocessed one: it still needs an identity to record its rejection."""
+    try:
+        return "pp:" + normalize_source(preprocess(source, language, build_options))
+    except PreprocessError:
+        return "raw:" + normalize_source(source)
 
 
 class Candidate(BaseModel):
     """One kernel to measure or forecast."""
 
     task: str
-    source: str
+    # the byte cap (MAX_SOURCE_BYTES) is checked before compiling; this bound keeps a 50 MB "kernel" from even
+    # becoming a candidate, so it can never reach the store
+    source: str = Field(max_length=MAX_SOURCE_BYTES)
     global_size: list[str]
     local_size: list[str] | None = None
-    build_options: list[str] = Field(default_factory=list)
+    build_options: list[str] = Field(default_factory=list, max_length=64)
     params: dict[str, Any] | None = None
     parent: str | None = None
     intent: str = ""
@@ -66,9 +127,9 @@ class Candidate(BaseModel):
 
     @property
     def hash(self) -> str:
-        """Content hash: normalized source + geometry + options (not intent/parent)."""
-        return content_hash(self.source, tuple(self.global_size), tuple(self.local_size or ()),
-                            tuple(sorted(self.build_options)))
+        """Content hash: task + preprocessed source + geometry + options (not intent/parent)."""
+        return content_hash(self.task, self.source, tuple(self.global_size), tuple(self.local_size or ()),
+                            tuple(sorted(self.build_options)), _language(self.source))
 
     @property
     def short(self) -> str:
@@ -77,15 +138,19 @@ class Candidate(BaseModel):
 
 # ---- kernel signatures ---------------------------------------------------------
 class SignatureError(ValueError):
-    """The kernel's entry point is missing or its arguments differ from the reference."""
+    """The kernel's entry point is missing, its arguments differ from the reference, or its source is not one
+    the harness accepts (an ``#include``, over the size cap): the candidate is invalid, never compiled."""
 
 
-_ADDRESS_SPACES = ("__global", "global", "__local", "local", "__constant", "constant", "__private", "private")
-_QUALIFIERS = {"const", "restrict", "__restrict", "__restrict__", "volatile", "unsigned", "signed"}
-_VECTOR = re.compile(r"^([a-z_]+?)(2|3|4|8|16)$")
+def _language(source: str) -> str:
+    """The language a bare source is written in, for the preprocessor's predefined macros in the hash
+    (a candidate does not carry its task's language; CUDA kernels say ``__global__``)."""
+    return "cuda" if "__global__" in source else "opencl"
 
 
 def entry_parameters(source: str, entry: str, language: str) -> str:
+    """The raw text of the entry point's parameter list (a cheap approximation for features only;
+    the signature check uses :func:`signature`, which preprocesses first)."""
     if language == "opencl":
         pattern = rf"(?:__kernel|kernel)\s+(?:__attribute__\s*\(\(.*?\)\)\s*)?void\s+{re.escape(entry)}\s*\("
     else:
@@ -102,47 +167,35 @@ def entry_parameters(source: str, entry: str, language: str) -> str:
     raise SignatureError(f"unbalanced parentheses in the parameter list of {entry!r}")
 
 
-def signature(source: str, entry: str, language: str = "opencl") -> list[tuple[str, str, str]]:
+def signature(source: str, entry: str, language: str = "opencl",
+              build_options: list[str] | tuple[str, ...] = ()) -> list[tuple[str, str, str]]:
     """(address space, base type, pointer|value) per argument, the ABI the harness relies on.
 
-    Pointer element types may differ in vector width (float* vs float4*) since
-    the host passes the same buffer; everything else must match the reference.
+    Read from the preprocessed source (with the macros ``build_options`` define), typedefs resolved.
+    Pointer element types may differ in vector width (float* vs float4*) since the host passes the same
+    buffer; everything else must match the reference.
     """
-    params = entry_parameters(source, entry, language)
-    out: list[tuple[str, str, str]] = []
-    if not params.strip() or params.strip() == "void":
-        return out
-    for raw in params.split(","):
-        tokens = re.findall(r"[A-Za-z_][A-Za-z0-9_]*|\*", raw)
-        is_ptr = "*" in tokens
-        words = [t for t in tokens if t != "*"]
-        space = next((w.strip("_") for w in words if w in _ADDRESS_SPACES), "private" if not is_ptr else "generic")
-        type_words = [w for w in words[:-1] if w not in _ADDRESS_SPACES and w not in _QUALIFIERS]
-        if "unsigned" in words and type_words:
-            type_words = ["u" + type_words[0]]
-        base = type_words[0] if type_words else "?"
-        if is_ptr:
-            vec = _VECTOR.match(base)
-            if vec:
-                base = vec.group(1)
-        out.append((space, base, "pointer" if is_ptr else "value"))
-    return out
+    try:
+        return [p.abi() for p in kernel_params(source, entry, language, tuple(build_options))]
+    except KernelSignatureError as exc:
+        raise SignatureError(str(exc)) from None
 
 
-def check_signature(candidate_source: str, reference_source: str, entry: str, language: str = "opencl") -> None:
+def check_signature(candidate_source: str, reference_source: str, entry: str, language: str = "opencl",
+                    build_options: list[str] | tuple[str, ...] = ()) -> None:
     """Raise :class:`SignatureError` naming the first difference from the reference."""
     ref = signature(reference_source, entry, language)
-    cand = signature(candidate_source, entry, language)
+    cand = signature(candidate_source, entry, language, build_options)
     if len(ref) != len(cand):
         raise SignatureError(f"kernel {entry!r} takes {len(cand)} arguments; the reference takes {len(ref)}")
-    for i, (r, c) in enumerate(zip(ref, cand)):
+    for i, (r, c) in enumerate(zip(ref, cand, strict=True)):
         if r != c:
             raise SignatureError(
                 f"argument {i} of {entry!r} is {c[0]} {c[1]} ({c[2]}); the reference has {r[0]} {r[1]} ({r[2]})"
             )
 
 
-def candidate_from_source(task: "Task", source: str, global_size: list[str] | None = None,  # noqa: F821
+def candidate_from_source(task: "Task", source: str, global_size: list[str] | None = None,
                           local_size: list[str] | None = None, build_options: list[str] | None = None,
                           intent: str = "user kernel") -> Candidate:
     """A user's kernel source; launch geometry defaults to the reference's unless given."""
@@ -152,7 +205,7 @@ def candidate_from_source(task: "Task", source: str, global_size: list[str] | No
                      build_options=build_options or [], intent=intent, generator="user")
 
 
-def candidate_from_file(path: str, task: "Task", global_size: list[str] | None = None,  # noqa: F821
+def candidate_from_file(path: str, task: "Task", global_size: list[str] | None = None,
                         local_size: list[str] | None = None, build_options: list[str] | None = None) -> Candidate:
     """A candidate from a JSON file (as ``kernelcast propose`` writes) or a bare kernel source.
 

@@ -187,7 +187,7 @@ def _eval_node(node: ast.AST, names: Mapping[str, int | float], src: str) -> int
         return op(left, right)
     if isinstance(node, ast.Compare):
         left = _eval(node.left, names, src)
-        for op_node, comp in zip(node.ops, node.comparators):
+        for op_node, comp in zip(node.ops, node.comparators, strict=True):
             right = _eval(comp, names, src)
             cmp = _CMPOPS.get(type(op_node))
             if cmp is None:

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from kernelcast.tools.backends.base import CompileError, DeviceRuntimeError, Runner
-from kernelcast.tools.candidate import Candidate, SignatureError, check_signature
+from kernelcast.tools.candidate import Candidate, SignatureError
+from kernelcast.tools.confinement import check_candidate as confine
 from kernelcast.tools.expr import ExpressionError, evaluate
 from kernelcast.tools.measurement import Measurement, MeasureConfig, Status, TimingStats, speedup_interval
 from kernelcast.tools.task import BufferArg, ScalarArg, Task
@@ -237,8 +238,15 @@ class Harness:
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
         self._ref_outputs: dict[tuple[str, str, str, int], dict[str, np.ndarray]] = {}  # by task_identity
+        self._confined: set[tuple[str, str, tuple[str, ...]]] = set()
 
     def build(self, task: Task, candidate: Candidate) -> tuple[Any, bool, float]:
+        """Compile a confined candidate: no file directives, allowed options only, the reference's signature
+        (checked once per task and candidate, so a cached build stays cheap)."""
+        key = (task_identity(task), candidate.hash, tuple(candidate.build_options))
+        if key not in self._confined:
+            confine(task, candidate)
+            self._confined.add(key)
         return self.runner.build(candidate.source, task.spec.entry, candidate.build_options)
 
     def outputs(self, task: Task, candidate: Candidate, sizes_name: str, seed: int) -> LaunchResult:
@@ -258,7 +266,6 @@ class Harness:
         try:
             if candidate.task != task.name:
                 raise InvalidCandidate(f"candidate belongs to task {candidate.task!r}, not {task.name!r}")
-            check_signature(candidate.source, task.source, task.spec.entry, task.language)
             sizes = task.sizes(config.sizes)  # type: ignore[arg-type]
             max_wg = self.runner.hardware_spec().max_work_group_size
             reference = task.reference()

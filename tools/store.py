@@ -344,8 +344,11 @@ class Store:
         with gzip.open(path, "rt") as fh:
             for line in fh:
                 row = json.loads(line)
-                m = Measurement.model_validate(row["measurement"])
-                pairs.append((Candidate.model_validate(row["candidate"]), m))
+                cand = Candidate.model_validate(row["candidate"])
+                # identities are recomputed: a file written before the hash changed (e.g. preprocessing
+                # joined the identity) must still join its measurements to its candidates
+                m = Measurement.model_validate(row["measurement"]).model_copy(update={"candidate_hash": cand.hash})
+                pairs.append((cand, m))
                 if row.get("device"):
                     devices[m.device] = HardwareSpec.model_validate(row["device"])
         return pairs, devices

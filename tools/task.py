@@ -10,7 +10,11 @@ into a second source as ``#define`` lines (as Kernel Tuner does).
 from __future__ import annotations
 
 import itertools
+import math
+import re
 import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -18,12 +22,19 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, Validati
                       model_validator)
 
 from kernelcast.tools.expr import ExpressionError, evaluate, evaluate_int, names_in
+from kernelcast.tools.kernel_signature import KernelParam, KernelSignatureError, kernel_params
+from kernelcast.tools.preprocess import MAX_SOURCE_BYTES, confinement_problem
 
 if TYPE_CHECKING:
     from kernelcast.tools.candidate import Candidate
 
 DTYPES = ("float32", "float64", "int32", "uint32", "int64", "uint8", "int8", "float16")
 INITS = ("uniform", "normal", "ones", "zeros", "randint", "arange", "positive")
+C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "uint32": "uint", "int64": "long",
+           "uint8": "uchar", "int8": "char", "float16": "half"}  # the kernel-side element type of each dtype
+MAX_TASK_FILE_BYTES = 256 * 1024
+MAX_SPACE_COMBINATIONS = 50_000  # template combinations examined; larger spaces are enumerated up to this cap
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class TaskError(ValueError):
@@ -90,15 +101,42 @@ class Template(_Strict):
     constraints: list[str] = Field(default_factory=list)
     default: dict[str, int | float | str] | None = None
 
-    @field_validator("params")
+    @field_validator("params", mode="before")
     @classmethod
-    def _non_empty(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    def _literals(cls, v: Any) -> Any:
+        """Parameters become ``#define NAME VALUE`` lines: names are identifiers, and each parameter's values
+        are literals of one kind (integers, finite floats or identifiers), so nothing can inject a line.
+        Checked before pydantic's coercion, which would read ``true`` as 1."""
+        if not isinstance(v, dict) or not all(isinstance(values, list) for values in v.values()):
+            return v  # the declared type reports it
         if not v:
             raise ValueError("a template needs at least one parameter")
         for key, values in v.items():
+            if not _IDENTIFIER.match(key):
+                raise ValueError(f"parameter name {key[:40]!r} is not an identifier")
             if not values:
                 raise ValueError(f"parameter {key!r} has no allowed values")
+            kinds = {_literal_kind(key, value) for value in values}
+            if len(kinds) != 1:
+                raise ValueError(f"parameter {key!r} mixes kinds of values ({', '.join(sorted(kinds))})")
+            if len(set(map(repr, values))) != len(values):
+                raise ValueError(f"parameter {key!r} lists a value twice")
         return v
+
+
+def _literal_kind(key: str, value: Any) -> str:
+    """'int', 'float' or 'identifier'; anything else (a bool, inf, a string with spaces or '#') is refused."""
+    if isinstance(value, bool):
+        raise ValueError(f"parameter {key!r}: {value!r} is a boolean; use 0 or 1")
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"parameter {key!r}: {value!r} is not a finite number")
+        return "float"
+    if isinstance(value, str) and _IDENTIFIER.match(value):
+        return "identifier"
+    raise ValueError(f"parameter {key!r}: value {str(value)[:40]!r} is not an integer, a float or an identifier")
 
 
 def _arg_kind(value: Any) -> str:
@@ -155,9 +193,9 @@ class TaskSpec(_Strict):
             for c in self.template.constraints:
                 _check_names(c, tknown, "template.constraints")
             if self.template.default is not None:
-                for key, value in self.template.default.items():
-                    if key not in self.template.params or value not in self.template.params[key]:
-                        raise ValueError(f"template.default.{key}={value!r} is not an allowed value")
+                for key, chosen in self.template.default.items():
+                    if key not in self.template.params or chosen not in self.template.params[key]:
+                        raise ValueError(f"template.default.{key}={chosen!r} is not an allowed value")
         return self
 
 
@@ -214,23 +252,44 @@ class Task:
         )
 
     # ---- tunable template -------------------------------------------------
+    def iter_space(self, limit: int = MAX_SPACE_COMBINATIONS) -> Iterator[dict[str, Any]]:
+        """Valid template points, lazily, in declaration order, among the first ``limit`` combinations."""
+        if self.spec.template is None:
+            return
+        keys = list(self.spec.template.params)
+        combos = itertools.product(*(self.spec.template.params[k] for k in keys))
+        for combo in itertools.islice(combos, limit):
+            point = dict(zip(keys, combo, strict=True))
+            if self.is_valid_point(point):
+                yield point
+
     def param_space(self) -> list[dict[str, Any]]:
-        """Every template point that satisfies the constraints at both size sets (computed once)."""
+        """Every template point that satisfies the constraints at both size sets (computed once).
+
+        Capped: spaces of more than :data:`MAX_SPACE_COMBINATIONS` combinations are enumerated up to the cap
+        (see :meth:`space_count`), so a huge space costs seconds, not hours.
+        """
         if self.spec.template is None:
             return []
-        if self._space is not None:
-            return [dict(p) for p in self._space]
-        keys = list(self.spec.template.params)
-        points = [dict(zip(keys, combo)) for combo in itertools.product(*(self.spec.template.params[k] for k in keys))]
-        self._space = [p for p in points if self.is_valid_point(p)]
+        if self._space is None:
+            self._space = list(self.iter_space())
         return [dict(p) for p in self._space]
+
+    def space_count(self) -> "SpaceCount":
+        """How many points the template has: bounded work, exact when the space is within the cap."""
+        if self.spec.template is None:
+            return SpaceCount(combinations=0, examined=0, valid=0)
+        combinations = math.prod(len(v) for v in self.spec.template.params.values())
+        return SpaceCount(combinations=combinations, examined=min(combinations, MAX_SPACE_COMBINATIONS),
+                          valid=len(self.param_space()))
 
     def is_valid_point(self, params: dict[str, Any]) -> bool:
         tmpl = self.spec.template
         if tmpl is None or set(params) != set(tmpl.params):
             return False
-        if any(params[k] not in tmpl.params[k] for k in params):
-            return False
+        for key, value in params.items():  # the declared value, of the declared kind (True is not 1)
+            if not any(type(value) is type(allowed) and value == allowed for allowed in tmpl.params[key]):
+                return False
         for which in ("full", "small"):
             names = {**self.sizes(which), **{k: v for k, v in params.items() if isinstance(v, (int, float))}}
             try:
@@ -239,7 +298,7 @@ class Task:
                 glob, loc = tmpl.launch.dims(names)
             except (ExpressionError, ZeroDivisionError):
                 return False
-            if loc and any(g % l for g, l in zip(glob, loc)):
+            if loc and any(size <= 0 or g % size for g, size in zip(glob, loc, strict=True)):
                 return False
             if any(g <= 0 for g in glob):
                 return False
@@ -285,38 +344,239 @@ def _substitute(expr: str | int, params: dict[str, Any]) -> str:
     return ast.unparse(_Bind().visit(tree))
 
 
+@dataclass(frozen=True)
+class SpaceCount:
+    """The size of a template space, counted with bounded work."""
+
+    combinations: int  # the product of the parameters' value counts
+    examined: int  # combinations actually checked (at most MAX_SPACE_COMBINATIONS)
+    valid: int  # valid points among those examined
+
+    @property
+    def exact(self) -> bool:
+        return self.examined == self.combinations
+
+    def text(self) -> str:
+        if self.exact:
+            return f"{self.valid} valid points"
+        return (f"{self.valid} valid points among the first {self.examined} of {self.combinations} combinations "
+                f"(spaces are enumerated up to {MAX_SPACE_COMBINATIONS} combinations)")
+
+
 def load_task(path: str | Path) -> Task:
-    """Load and validate a task TOML file; errors name the file and the field."""
+    """Load and validate a task TOML file; errors name the file and the field.
+
+    Everything that can fail later is checked here: every expression at both size sets, the sources'
+    confinement (inside the task's folder, under the size cap, no ``#include``) and the arguments against
+    the kernel's signature, so a task-file mistake never surfaces at measure time.
+    """
     path = Path(path)
     if path.is_dir():
         path = path / "task.toml"
-    if not path.exists():
-        raise TaskError(f"{path}: task file not found")
-    try:
-        raw = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise TaskError(f"{path}: not valid TOML: {exc}") from None
+    raw = _read_toml(path)
     try:
         spec = TaskSpec.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(
             f"field '{'.'.join(str(p) for p in err['loc']) or '(top level)'}': {err['msg']}"
-            + (f" (got {err['input']!r})" if isinstance(err.get("input"), (str, int, float)) else "")
+            + (f" (got {err['input']!r})" if err["type"] != "extra_forbidden" and (
+                isinstance(err.get("input"), (int, float)) or (isinstance(err.get("input"), str)
+                                                               and len(err["input"]) <= 80)) else "")
             for err in exc.errors()
         )
         raise TaskError(f"{path}: {problems}") from None
     source = _read_source(path, spec.source, "source")
     template_source = _read_source(path, spec.template.source, "template.source") if spec.template else None
-    if spec.entry not in source:
-        raise TaskError(f"{path}: field 'entry': kernel {spec.entry!r} not found in {spec.source}")
-    return Task(spec, path, source, template_source)
+    task = Task(spec, path, source, template_source)
+    _check_expressions(task)
+    reference = _check_arguments(task)
+    if spec.template is not None:
+        _check_template(task, reference)
+    return task
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """The parsed TOML; a missing, unreadable, oversized or malformed file is a TaskError that quotes none
+    of its content."""
+    try:
+        size = path.stat().st_size
+        if not path.is_file():
+            raise OSError
+    except OSError:
+        raise TaskError(f"{path}: task file not found") from None
+    if size > MAX_TASK_FILE_BYTES:
+        raise TaskError(f"{path}: task file is {size} bytes; the limit is {MAX_TASK_FILE_BYTES}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        raise TaskError(f"{path}: task file cannot be read as UTF-8 text") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskError(f"{path}: not valid TOML: {exc}") from None
 
 
 def _read_source(task_path: Path, rel: str, field: str) -> str:
-    src = task_path.parent / rel
-    if not src.exists():
+    """A kernel source named by the task: inside the task's folder (symlinks resolved), under the size cap,
+    UTF-8, with no ``#include``."""
+    folder = task_path.resolve().parent
+    try:
+        src = (folder / rel).resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise TaskError(f"{task_path}: field '{field}': source file {rel!r} not found next to the task file") from None
+    if not src.is_relative_to(folder):
+        raise TaskError(f"{task_path}: field '{field}': source file {rel!r} is outside the task's folder "
+                        "(symlinks resolved); keep sources beside the task file")
+    if not src.is_file():
         raise TaskError(f"{task_path}: field '{field}': source file {rel!r} not found next to the task file")
-    return src.read_text()
+    size = src.stat().st_size
+    if size > MAX_SOURCE_BYTES:
+        raise TaskError(f"{task_path}: field '{field}': source file {rel!r} is {size} bytes; the limit is "
+                        f"{MAX_SOURCE_BYTES} bytes ({MAX_SOURCE_BYTES // 1024} KiB)")
+    try:
+        text = src.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        raise TaskError(f"{task_path}: field '{field}': source file {rel!r} cannot be read as UTF-8 text") from None
+    problem = confinement_problem(text)
+    if problem:
+        raise TaskError(f"{task_path}: field '{field}': {problem}")
+    return text
+
+
+def _check_expressions(task: Task) -> None:
+    """Evaluate every expression of the task at both size sets (template ones at its first point)."""
+    spec, where = task.spec, task.path
+
+    def check(field: str, expr: str | int | float, names: dict[str, int | float], whole: bool) -> int | float:
+        try:
+            return evaluate_int(expr, names) if whole else evaluate(expr, names)
+        except ExpressionError as exc:
+            raise TaskError(f"{where}: field '{field}': {exc}") from None
+
+    for which in ("full", "small"):
+        sizes: dict[str, int | float] = dict(task.sizes(which))
+        label = f" at {which} sizes" if spec.small_sizes else ""
+        for arg in spec.args:
+            if isinstance(arg, BufferArg):
+                for i, e in enumerate(arg.shape):
+                    if check(f"args.{arg.name}.shape[{i}]", e, sizes, True) <= 0:
+                        raise TaskError(f"{where}: field 'args.{arg.name}.shape[{i}]': {e!r} is not positive{label}")
+            else:
+                value = check(f"args.{arg.name}.value", arg.value, sizes, arg.dtype not in ("float32", "float64",
+                                                                                           "float16"))
+                _check_scalar_range(where, arg, value)
+        _check_launch(where, "launch", spec.launch, sizes, label)
+        for field in ("flops", "bytes"):
+            expr = getattr(spec, field)
+            if expr is not None:
+                check(field, expr, sizes, False)
+        tmpl = spec.template
+        if tmpl is not None:
+            point = _first_point(task)
+            names = {**sizes, **{k: v for k, v in point.items() if isinstance(v, (int, float))}}
+            for i, c in enumerate(tmpl.constraints):
+                check(f"template.constraints[{i}]", c, names, False)
+            _check_launch(where, "template.launch", tmpl.launch, names, label, divisible=False)
+
+
+def _first_point(task: Task) -> dict[str, Any]:
+    """The template's default point, else its first combination (only to evaluate its expressions)."""
+    tmpl = task.spec.template
+    assert tmpl is not None
+    if tmpl.default is not None:
+        return dict(tmpl.default)
+    return {k: v[0] for k, v in tmpl.params.items()}
+
+
+def _check_launch(where: Path, field: str, launch: Launch, names: dict[str, int | float], label: str,
+                  divisible: bool = True) -> None:
+    try:
+        glob, loc = launch.dims(names)
+    except ExpressionError as exc:
+        raise TaskError(f"{where}: field '{field}': {exc}") from None
+    if any(g <= 0 for g in glob):
+        raise TaskError(f"{where}: field '{field}.global': {glob} must be positive{label}")
+    if loc and any(size <= 0 for size in loc):
+        raise TaskError(f"{where}: field '{field}.local': {loc} must be positive{label}")
+    if divisible and loc and any(g % size for g, size in zip(glob, loc, strict=True)):
+        raise TaskError(f"{where}: field '{field}': global size {glob} is not a multiple of local size {loc}{label}")
+
+
+_INT_RANGES = {"int32": (-2**31, 2**31 - 1), "uint32": (0, 2**32 - 1), "int64": (-2**63, 2**63 - 1),
+               "uint8": (0, 255), "int8": (-128, 127)}
+
+
+def _check_scalar_range(where: Path, arg: "ScalarArg", value: int | float) -> None:
+    bounds = _INT_RANGES.get(arg.dtype)
+    if bounds and not bounds[0] <= value <= bounds[1]:
+        raise TaskError(f"{where}: field 'args.{arg.name}.value': {value} does not fit in {arg.dtype}")
+
+
+def _check_arguments(task: Task) -> list[KernelParam]:
+    """The task's args against the reference kernel's parameters, after preprocessing: count, buffer or
+    scalar, element type with typedefs resolved (buffers may be vectors of it), order."""
+    spec, where = task.spec, task.path
+    try:
+        params = kernel_params(task.source, spec.entry, task.language)
+    except KernelSignatureError as exc:
+        raise TaskError(f"{where}: field 'entry': {exc} in {spec.source}") from None
+    if len(params) != len(spec.args):
+        missing = [p.name or f"#{i}" for i, p in enumerate(params)][len(spec.args):]
+        extra = [a.name for a in spec.args][len(params):]
+        detail = (f"the kernel's parameter(s) {', '.join(missing)} have no entry in args" if missing else
+                  f"args {', '.join(extra)} have no parameter in the kernel")
+        raise TaskError(f"{where}: field 'args': the task declares {len(spec.args)} arguments but kernel "
+                        f"{spec.entry!r} takes {len(params)}: {detail}")
+    names = [p.name for p in params]
+    for i, (arg, param) in enumerate(zip(spec.args, params, strict=True)):
+        field = f"args.{arg.name}"
+        if arg.name in names and names.index(arg.name) != i and param.name != arg.name:
+            raise TaskError(f"{where}: field '{field}': listed as argument {i}, but the kernel's parameter "
+                            f"{arg.name!r} is argument {names.index(arg.name)}: the order of args must be the "
+                            "kernel's")
+        shown = f"{param.space} {param.base}{param.width if param.width > 1 else ''}{' *' if param.pointer else ''}"
+        expected = C_TYPES[arg.dtype]
+        if isinstance(arg, BufferArg):
+            if not param.pointer:
+                raise TaskError(f"{where}: field '{field}': a buffer, but the kernel's argument {i} "
+                                f"({param.name or 'unnamed'}) is a value of type {shown}")
+            if param.space not in ("global", "constant", "generic"):
+                raise TaskError(f"{where}: field '{field}': a buffer, but the kernel's argument {i} is a "
+                                f"{param.space} pointer ({shown})")
+            if param.base != expected:
+                raise TaskError(f"{where}: field '{field}': dtype {arg.dtype} ({expected}), but the kernel's "
+                                f"argument {i} ({param.name or 'unnamed'}) points to {param.base}")
+        else:
+            if param.pointer:
+                raise TaskError(f"{where}: field '{field}': a scalar, but the kernel's argument {i} "
+                                f"({param.name or 'unnamed'}) is a pointer ({shown})")
+            if param.base != expected or param.width != 1:
+                raise TaskError(f"{where}: field '{field}': dtype {arg.dtype} ({expected}), but the kernel's "
+                                f"argument {i} ({param.name or 'unnamed'}) is {shown.strip()}")
+    return params
+
+
+def _check_template(task: Task, reference: list[KernelParam]) -> None:
+    """The template's default point is valid, and its kernel takes the reference's arguments."""
+    tmpl, where = task.spec.template, task.path
+    assert tmpl is not None
+    if tmpl.default is not None:
+        if not task.is_valid_point(dict(tmpl.default)):
+            raise TaskError(f"{where}: field 'template.default': {tmpl.default} violates the template's "
+                            "constraints or launch geometry at the task's sizes")
+        point: dict[str, Any] | None = dict(tmpl.default)
+    else:
+        point = next(task.iter_space(), None)
+    if point is None:
+        return  # an empty space: nothing to instantiate (shown as 0 valid points)
+    source = "".join(f"#define {k} {v}\n" for k, v in sorted(point.items())) + (task.template_source or "")
+    try:
+        params = kernel_params(source, task.spec.entry, task.language)
+    except KernelSignatureError as exc:
+        raise TaskError(f"{where}: field 'template.source': at {point}: {exc}") from None
+    if [p.abi() for p in params] != [p.abi() for p in reference]:
+        raise TaskError(f"{where}: field 'template.source': at {point} kernel {task.spec.entry!r} takes "
+                        f"{[p.abi() for p in params]}; the reference takes {[p.abi() for p in reference]}")
 
 
 BUILTIN_DIR = Path(__file__).parent / "builtin_tasks"
@@ -339,3 +599,53 @@ def resolve_task(name_or_path: str | Path) -> Task:
         f"unknown task {str(name_or_path)!r}: not a file and not a built-in task "
         f"(built-ins: {', '.join(builtins) or 'none'})"
     )
+
+
+def resolve_task_in_roots(name_or_path: str, roots: list[Path]) -> Task:
+    """A built-in task name, or a task file/folder under one of ``roots`` (symlinks resolved).
+
+    For callers who may not read arbitrary files (MCP, the chat's model): a path outside the roots, a
+    missing one and an unreadable one get the same message, and a file that is not a valid task gets a
+    message that quotes none of its content (it might be someone's secrets, not a task).
+    """
+    builtins = builtin_task_paths()
+    if name_or_path in builtins:
+        return load_task(builtins[name_or_path])
+    shown = name_or_path if len(name_or_path) <= 120 else name_or_path[:120] + "..."
+    unknown = TaskError(f"unknown task {shown!r}: not a built-in task (see list_tasks) and not a task file under "
+                        "the task roots (KERNELCAST_TASK_PATH)")
+    path = _within_roots(name_or_path, roots)
+    if path is None:
+        raise unknown
+    try:
+        return load_task(path)
+    except TaskError:
+        if not _readable(path):
+            raise unknown from None
+        raise TaskError(f"{shown!r} is not a valid task file (details are shown only locally: "
+                        f"kernelcast tasks show {shown})") from None
+
+
+def _within_roots(name_or_path: str, roots: list[Path]) -> Path | None:
+    """The resolved task file if it lies under a root, else None (never says which part failed)."""
+    if not name_or_path or "\x00" in name_or_path:
+        return None
+    try:
+        path = Path(name_or_path).expanduser()
+        path = (path if path.is_absolute() else Path.cwd() / path).resolve()
+        if path.is_dir():
+            path = (path / "task.toml").resolve()
+        resolved_roots = [r.expanduser().resolve() for r in roots]
+    except (OSError, RuntimeError, ValueError):
+        return None
+    if not any(path.is_relative_to(root) for root in resolved_roots):
+        return None
+    return path if _readable(path) else None
+
+
+def _readable(path: Path) -> bool:
+    try:
+        with path.open("rb"):
+            return path.is_file()
+    except OSError:
+        return False

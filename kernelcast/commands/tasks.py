@@ -26,9 +26,10 @@ def list_tasks(ctx: typer.Context) -> None:
         except TaskError as exc:
             table.add_row(name, "?", "?", "?", f"[red]{exc}[/]")
             continue
-        points = len(task.param_space()) if task.spec.template else 0
+        count = task.space_count()
         sizes = ", ".join(f"{k}={v}" for k, v in task.spec.sizes.items())
-        table.add_row(name, task.language, str(points) if points else "-", sizes, task.spec.description)
+        points = "-" if not task.spec.template else (str(count.valid) if count.exact else count.text())
+        table.add_row(name, task.language, points, sizes, task.spec.description)
     console.print(table)
 
 
@@ -55,7 +56,7 @@ def show(name: str = typer.Argument(..., help="built-in task name or path to a t
     console.print(f"launch: global {spec.launch.global_size} local {spec.launch.local_size or 'runtime-chosen'}")
     console.print(f"tolerance: rtol {spec.tolerance.rtol} atol {spec.tolerance.atol}")
     if spec.template:
-        console.print(f"template: {spec.template.source}, {len(task.param_space())} valid points")
+        console.print(f"template: {spec.template.source}, {task.space_count().text()}")
         for key, values in spec.template.params.items():
             console.print(f"  {key}: {values}")
         for c in spec.template.constraints:

@@ -1,0 +1,185 @@
+"""The C preprocessor kernelcast trusts: pcpp, confined to the kernel's own text.
+
+Two things need a kernel as the compiler sees it, not as it is written: a
+candidate's identity (template points that preprocess to the same code are
+the same candidate) and the signature check (an ``#if 0`` decoy must not pass
+for the entry point). Both run :func:`preprocess`. It never opens a file:
+``#include`` and its relatives are refused before anything is parsed
+(:func:`confinement_problem`), so no file's content can reach a compile log, an
+error message or the store. The compiler's predefined macros are modeled so
+that ``#ifdef __OPENCL_VERSION__`` picks the branch the compiler picks.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import re
+from functools import lru_cache
+
+from pcpp import Preprocessor
+
+MAX_SOURCE_BYTES = 256 * 1024  # a kernel source (candidate or task file); the built-ins are under 8 KiB
+
+# directives that read another file (clang accepts #import in C as an extension; #embed is C23)
+FILE_DIRECTIVES = ("include", "include_next", "import", "embed")
+# operators that probe the file system from an #if
+FILE_PROBES = ("__has_include", "__has_include_next", "__has_embed")
+
+_PREDEFINED = {
+    "opencl": {"__OPENCL_VERSION__": "300", "__OPENCL_C_VERSION__": "300", "CL_VERSION_1_0": "100",
+               "CL_VERSION_1_1": "110", "CL_VERSION_1_2": "120", "CL_VERSION_2_0": "200", "CL_VERSION_3_0": "300",
+               "__ENDIAN_LITTLE__": "1", "__IMAGE_SUPPORT__": "1", "__OPENCL_C__": "1"},
+    "cuda": {"__CUDACC__": "1", "__NVCC__": "1", "__CUDA_ARCH__": "900"},
+}
+# build options that define a macro for the compiler, so the preprocessor must see them too
+_OPTION_MACROS = {"-cl-fast-relaxed-math": "__FAST_RELAXED_MATH__", "--use_fast_math": "__USE_FAST_MATH__",
+                  "-use_fast_math": "__USE_FAST_MATH__"}
+
+_COMMENT_OR_LITERAL = re.compile(r'//[^\n]*|/\*.*?(?:\*/|\Z)|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+_DIRECTIVE = re.compile(r"^[ \t\f\v]*(?:#|%:)[ \t\f\v]*([A-Za-z_]\w*)", re.M)
+_PROBE = re.compile(r"\b(" + "|".join(FILE_PROBES) + r")\b")
+_DEFINE_OPTION = re.compile(r"^-D\s*([A-Za-z_]\w*)(?:=(.*))?$", re.S)
+
+
+class PreprocessError(ValueError):
+    """The source cannot be preprocessed, or it reaches outside itself (``#include`` and the like)."""
+
+
+def blank_comments_and_literals(source: str) -> str:
+    """``source`` as the compiler's first phases see it, with comments and string/char literals blanked.
+
+    Trigraphs and line continuations are resolved and each comment becomes one space (so ``#/*...*/include``
+    is still a directive); what is left is code and directives, and a decoy in a string or a comment
+    cannot match a search.
+    """
+    def blank(match: re.Match[str]) -> str:
+        text = match.group(0)
+        if text.startswith(("//", "/*")):
+            return " "
+        return text[0] + " " * (len(text) - 2) + text[-1] if len(text) > 1 else " "
+
+    text = source.replace("??=", "#").replace("??/", "\\")
+    joined = text.replace("\\\r\n", "").replace("\\\n", "")  # line continuations, as the compiler does
+    return _COMMENT_OR_LITERAL.sub(blank, joined)
+
+
+def confinement_problem(source: str) -> str | None:
+    """Why ``source`` may not be compiled or preprocessed (it is too large or reads other files), or None.
+
+    The reason never quotes the source beyond the offending directive's name.
+    """
+    size = len(source.encode("utf-8", "surrogatepass"))
+    if size > MAX_SOURCE_BYTES:
+        return f"the source is {size} bytes; the limit is {MAX_SOURCE_BYTES} bytes ({MAX_SOURCE_BYTES // 1024} KiB)"
+    if "\x00" in source:
+        return "the source contains a NUL character"
+    code = blank_comments_and_literals(source)
+    for match in _DIRECTIVE.finditer(code):
+        if match.group(1) in FILE_DIRECTIVES:
+            return (f"the source uses #{match.group(1)}: kernel sources must be self-contained "
+                    "(no #include, #include_next, #import or #embed)")
+    probe = _PROBE.search(code)
+    if probe:
+        return f"the source uses {probe.group(1)}: kernel sources may not probe for files"
+    return None
+
+
+def option_defines(options: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """The macros ``-D`` options (and fast-math flags) define for the compiler."""
+    out: dict[str, str] = {}
+    items = list(options)
+    i = 0
+    while i < len(items):
+        opt = items[i]
+        if opt == "-D" and i + 1 < len(items):
+            opt, i = "-D" + items[i + 1], i + 1
+        match = _DEFINE_OPTION.match(opt)
+        if match:
+            out[match.group(1)] = match.group(2) if match.group(2) is not None else "1"
+        elif opt in _OPTION_MACROS:
+            out[_OPTION_MACROS[opt]] = "1"
+        i += 1
+    return out
+
+
+class _ConfinedPreprocessor(Preprocessor):
+    """pcpp that cannot open files, keeps its errors, and has no clock-dependent macros."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.line_directive = None
+        self.errors: list[str] = []
+        for volatile in ("__DATE__", "__TIME__", "__PCPP__"):
+            self.macros.pop(volatile, None)
+
+    def on_error(self, file: str, line: int, msg: str) -> None:
+        self.errors.append(f"line {line}: {msg}")
+        self.return_code += 1
+
+    def on_file_open(self, is_system_include: bool, includepath: str) -> None:
+        raise PreprocessError("kernel sources must be self-contained (no #include)")
+
+    def on_include_not_found(self, is_malformed: bool, is_system_include: bool, curdir: str, includepath: str) -> None:
+        raise PreprocessError("kernel sources must be self-contained (no #include)")
+
+    def on_directive_handle(self, directive, toks, ifpassthru, precedingtoks):
+        if directive.value in FILE_DIRECTIVES:
+            raise PreprocessError(f"#{directive.value}: kernel sources must be self-contained")
+        return super().on_directive_handle(directive, toks, ifpassthru, precedingtoks)
+
+    def on_directive_unknown(self, directive, toks, ifpassthru, precedingtoks):
+        if directive.value == "error":
+            self.errors.append(f"line {directive.lineno}: #error {''.join(t.value for t in toks).strip()}"[:300])
+            self.return_code += 1
+            return True
+        if directive.value == "warning":
+            return True
+        if directive.value in FILE_DIRECTIVES:
+            raise PreprocessError(f"#{directive.value}: kernel sources must be self-contained")
+        if directive.value == "pragma" and toks and toks[0].value not in ("OPENCL", "STDC"):
+            self._expand_in_place(toks)
+        return None  # #pragma and friends stay in the output: they are part of the code
+
+    def _expand_in_place(self, toks: list) -> None:
+        """Macros in ``#pragma unroll N`` and the like are expanded (clang does so for loop hints), so
+        ``-DUNROLL=2`` and ``-DUNROLL=4`` stay different code. pcpp passes the directive's own token objects,
+        so rewriting their values rewrites the output line."""
+        expanded = "".join(t.value for t in self.expand_macros([copy.copy(t) for t in toks]))
+        toks[0].value = expanded
+        for tok in toks[1:]:
+            tok.value = ""
+
+
+def preprocess(source: str, language: str = "opencl", build_options: tuple[str, ...] = ()) -> str:
+    """The source after preprocessing, as the compiler would see it for ``build_options``.
+
+    Raises :class:`PreprocessError` (never anything else) for a source that reaches outside itself or that
+    the preprocessor cannot handle; the message quotes nothing but the kernel's own text.
+    """
+    return _preprocess(source, language, tuple(build_options))
+
+
+@lru_cache(maxsize=1024)  # the hash and the signature check of one candidate come close together
+def _preprocess(source: str, language: str, build_options: tuple[str, ...]) -> str:
+    problem = confinement_problem(source)
+    if problem:
+        raise PreprocessError(problem)
+    pp = _ConfinedPreprocessor()
+    for name, value in {**_PREDEFINED.get(language, {}), **option_defines(build_options)}.items():
+        if "\n" in value or "\r" in value:
+            raise PreprocessError(f"build option -D{name}: a macro value may not span lines")
+        pp.define(f"{name} {value}")
+    out = io.StringIO()
+    try:
+        pp.parse(source, source="kernel")
+        pp.write(out)
+    except PreprocessError:
+        raise
+    except RecursionError:
+        raise PreprocessError("the source nests macros or conditionals too deeply to preprocess") from None
+    except Exception as exc:  # noqa: BLE001 - pcpp's own failures on odd input are a clear error, not a crash
+        raise PreprocessError(f"the preprocessor cannot read the source ({type(exc).__name__}: {exc})"[:300]) from None
+    if pp.errors:
+        raise PreprocessError("preprocessing failed: " + "; ".join(pp.errors[:3]))
+    return out.getvalue()
