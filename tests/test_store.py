@@ -116,3 +116,27 @@ def test_kill_9_mid_write_leaves_a_consistent_store(tmp_path: Path) -> None:
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     store.add_measurement(measurement("after", 2.0))  # still writable
     assert store.measurements(candidate_hash="after")[0].speedup == 2.0
+
+
+def test_migrations_bring_an_old_store_up_to_date_and_read_only_stores_open(tmp_path: Path) -> None:
+    import sqlite3
+
+    from kernelcast.tools.store import MIGRATIONS, SCHEMA_VERSION, StoreError
+
+    path = tmp_path / "old.db"
+    old = Store(path)
+    run_id = old.create_run("saxpy", "dev", {"task": "saxpy"}, 3)
+    old.db.execute("drop table device_probes")
+    old.db.execute("update meta set value = '1' where key = 'schema_version'")
+    old.db.conn.commit()
+    old.close()
+    with pytest.raises(StoreError, match="needs an upgrade"):
+        Store(path, read_only=True)
+    upgraded = Store(path)  # v1 -> v2: the probe table comes back, the run survives
+    assert upgraded.schema_version == SCHEMA_VERSION == len(MIGRATIONS)
+    assert upgraded.db["device_probes"].exists() and upgraded.run(run_id) is not None
+    upgraded.close()
+    reader = Store(path, read_only=True)
+    assert [r["id"] for r in reader.runs()] == [run_id]
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        reader.record_probe_verdict("k", "d", "")

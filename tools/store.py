@@ -16,6 +16,7 @@ import sqlite3
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Iterator
 
 import sqlite_utils
@@ -24,7 +25,7 @@ from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import HardwareSpec, Measurement
 from kernelcast.tools.task import Task
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # = len(MIGRATIONS); add a step there before changing the schema
 
 
 def _now() -> str:
@@ -38,15 +39,23 @@ class StoreError(RuntimeError):
 class Store:
     """Typed access to the kernelcast database."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, read_only: bool = False) -> None:
+        """``read_only`` opens an existing store without writing anything (commands that only read, stores
+        on read-only media); writes then fail as :class:`StoreError`."""
         self.path = Path(path)
-        if str(path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False)
+        self.read_only = read_only
+        if read_only:
+            if not self.path.exists():
+                raise StoreError(f"{path}: no kernelcast database here")
+            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30.0, check_same_thread=False)
+        else:
+            if str(path) != ":memory:":
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 30000")
         self.db = sqlite_utils.Database(conn)
         try:
-            if str(path) != ":memory:":
+            if str(path) != ":memory:" and not read_only:
                 self.db.enable_wal()
             conn.execute("PRAGMA synchronous = NORMAL")
             self._migrate()
@@ -58,41 +67,24 @@ class Store:
 
     # ---- schema ---------------------------------------------------------------------
     def _migrate(self) -> None:
+        """Apply the migrations this database has not had yet, each once, in order, in one transaction.
+
+        A database already at the current version is not written to, so read-only stores open."""
         db = self.db
+        has_meta = db["meta"].exists()
+        row = db.execute("select value from meta where key = 'schema_version'").fetchone() if has_meta else None
+        current = int(row[0]) if row is not None else 0
+        if current > SCHEMA_VERSION:
+            raise StoreError(f"database schema version {current} is newer than this kernelcast ({SCHEMA_VERSION})")
+        if current == SCHEMA_VERSION:
+            return
+        if self.read_only:
+            raise StoreError(f"{self.path}: schema version {current} needs an upgrade to {SCHEMA_VERSION}; "
+                             "open it writable once")
         with db.conn:
             db["meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
-            row = db.execute("select value from meta where key = 'schema_version'").fetchone()
-            if row is not None and int(row[0]) > SCHEMA_VERSION:
-                raise StoreError(f"database schema version {row[0]} is newer than this kernelcast ({SCHEMA_VERSION})")
-            db["tasks"].create({"name": str, "path": str, "language": str, "spec": str, "source_hash": str,
-                                "updated_at": str}, pk="name", if_not_exists=True)
-            db["devices"].create({"key": str, "spec": str, "updated_at": str}, pk="key", if_not_exists=True)
-            db["device_probes"].create({"key": str, "driver": str, "reason": str, "checked_at": str},
-                                       pk=("key", "driver"), if_not_exists=True)
-            db["candidates"].create({"hash": str, "task": str, "source": str, "global_size": str, "local_size": str,
-                                     "build_options": str, "params": str, "parent": str, "intent": str,
-                                     "generator": str, "created_at": str}, pk="hash", if_not_exists=True)
-            db["measurements"].create({"id": int, "task": str, "candidate_hash": str, "device": str, "sizes": str,
-                                       "status": str, "reason": str, "speedup": float, "bin": int,
-                                       "ref_median_ns": float, "cand_median_ns": float, "cand_cv": float,
-                                       "flags": str, "run_id": str, "data": str, "created_at": str},
-                                      pk="id", if_not_exists=True)
-            db["forecasts"].create({"id": int, "task": str, "candidate_hash": str, "device": str, "forecaster": str,
-                                    "model": str, "probabilities": str, "predicted_bin": int, "confidence": float,
-                                    "failed": int, "reasoning": str, "provenance": str, "run_id": str,
-                                    "created_at": str}, pk="id", if_not_exists=True)
-            db["runs"].create({"id": str, "task": str, "device": str, "status": str, "config": str, "budget": int,
-                               "spent": int, "best_candidate": str, "best_speedup": float, "summary": str,
-                               "folder": str, "created_at": str, "updated_at": str}, pk="id", if_not_exists=True)
-            for column, kind in (("owner_pid", int), ("owner_host", str), ("heartbeat", str)):
-                if column not in db["runs"].columns_dict:
-                    db["runs"].add_column(column, kind)
-            db["events"].create({"id": int, "run_id": str, "seq": int, "kind": str, "candidate_hash": str,
-                                 "payload": str, "created_at": str}, pk="id", if_not_exists=True)
-            for table, cols in [("measurements", ["task", "device"]), ("measurements", ["candidate_hash"]),
-                                ("forecasts", ["candidate_hash"]), ("forecasts", ["forecaster", "model"]),
-                                ("events", ["run_id", "seq"]), ("candidates", ["task"])]:
-                db[table].create_index(cols, if_not_exists=True)
+            for step in MIGRATIONS[current:]:
+                step(db)
             db["meta"].upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
 
     @property
@@ -271,7 +263,8 @@ class Store:
 
     def _with_live_status(self, row: dict[str, Any]) -> dict[str, Any]:
         """A "running" run whose owner is gone is "interrupted"; spent is read from the measurements."""
-        row["spent"] = self.measurement_totals(row["id"])[0]
+        if row["status"] in ("running", "interrupted", "failed"):  # a finished run recorded its own total
+            row["spent"] = self.measurement_totals(row["id"])[0]
         if row["status"] == "running" and not _owner_alive(row):
             row["status"] = "interrupted"
         return row
@@ -411,3 +404,42 @@ def _row_to_candidate(row: dict[str, Any]) -> Candidate:
                      params=json.loads(row["params"]), parent=row["parent"], intent=row["intent"] or "",
                      generator=row["generator"] or "")
 
+
+def _v1_base(db: sqlite_utils.Database) -> None:
+    """The original tables (``if_not_exists``: databases that predate versioning already have them)."""
+    db["tasks"].create({"name": str, "path": str, "language": str, "spec": str, "source_hash": str,
+                        "updated_at": str}, pk="name", if_not_exists=True)
+    db["devices"].create({"key": str, "spec": str, "updated_at": str}, pk="key", if_not_exists=True)
+    db["candidates"].create({"hash": str, "task": str, "source": str, "global_size": str, "local_size": str,
+                             "build_options": str, "params": str, "parent": str, "intent": str,
+                             "generator": str, "created_at": str}, pk="hash", if_not_exists=True)
+    db["measurements"].create({"id": int, "task": str, "candidate_hash": str, "device": str, "sizes": str,
+                               "status": str, "reason": str, "speedup": float, "bin": int,
+                               "ref_median_ns": float, "cand_median_ns": float, "cand_cv": float,
+                               "flags": str, "run_id": str, "data": str, "created_at": str},
+                              pk="id", if_not_exists=True)
+    db["forecasts"].create({"id": int, "task": str, "candidate_hash": str, "device": str, "forecaster": str,
+                            "model": str, "probabilities": str, "predicted_bin": int, "confidence": float,
+                            "failed": int, "reasoning": str, "provenance": str, "run_id": str,
+                            "created_at": str}, pk="id", if_not_exists=True)
+    db["runs"].create({"id": str, "task": str, "device": str, "status": str, "config": str, "budget": int,
+                       "spent": int, "best_candidate": str, "best_speedup": float, "summary": str,
+                       "folder": str, "created_at": str, "updated_at": str}, pk="id", if_not_exists=True)
+    db["events"].create({"id": int, "run_id": str, "seq": int, "kind": str, "candidate_hash": str,
+                         "payload": str, "created_at": str}, pk="id", if_not_exists=True)
+    for table, cols in [("measurements", ["task", "device"]), ("measurements", ["candidate_hash"]),
+                        ("forecasts", ["candidate_hash"]), ("forecasts", ["forecaster", "model"]),
+                        ("events", ["run_id", "seq"]), ("candidates", ["task"])]:
+        db[table].create_index(cols, if_not_exists=True)
+
+
+def _v2_probes_and_run_owners(db: sqlite_utils.Database) -> None:
+    """Device probe verdicts, and who drives a run (so a dead owner reads as "interrupted")."""
+    db["device_probes"].create({"key": str, "driver": str, "reason": str, "checked_at": str},
+                               pk=("key", "driver"), if_not_exists=True)
+    for column, kind in (("owner_pid", int), ("owner_host", str), ("heartbeat", str)):
+        if column not in db["runs"].columns_dict:
+            db["runs"].add_column(column, kind)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1_base, _v2_probes_and_run_owners]
