@@ -18,6 +18,12 @@ class RunConfig(BaseModel):
     forecaster: str = "learned"
     model: str | None = None
     device: str | None = None
+    parallel: int = Field(1, ge=0, description="measurements in flight at once (a pool, or Ray actors)")
+    ray: str | None = Field(None, description="'auto' or a Ray cluster address: measure on Ray actors")
+    replay: str | None = Field(None, description="a store to replay measurements from instead of measuring "
+                               "(simulated searches, as Kernel Tuner's simulation mode)")
+    share_device: bool = Field(False, description="let several parallel workers share one device (they then "
+                               "share its compute units)")
     seed: int = 0
     sizes: Literal["full", "small"] = "full"
     max_rounds: int | None = Field(None, description="expansions before stopping (default 4 x budget)")
@@ -28,6 +34,10 @@ class RunConfig(BaseModel):
     training_db: str | None = Field(None, description="store the learned forecaster trains on (default: the run's)")
     leave_task_out: bool = Field(False, description="train the learned forecaster without this task's data")
     learn_online: bool = Field(True, description="retrain the forecaster on the run's own measurements as they arrive")
+    risk: float = Field(0.1, gt=0.0, lt=1.0, description="selective: tolerated share of false prunes (and false "
+                        "accepts) among trusted decisions, certified at 90 % confidence from calibration data")
+    audit_share: float = Field(0.1, ge=0.0, le=0.5, description="selective: share of the budget that may measure "
+                               "a random sample of trusted decisions")
 
     @property
     def n_children(self) -> int:

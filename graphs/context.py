@@ -1,4 +1,4 @@
-"""What the graph's nodes act with: the task, the store, the worker, the agents.
+"""What the graph's nodes act with: the task, the store, the measurer, the agents, the run environment.
 
 Kept out of the checkpointed state (it holds processes and connections) and
 rebuilt from the stored run config on resume.
@@ -18,9 +18,27 @@ from kernelcast.graphs.routing import Router, make_router
 from kernelcast.tools.measurement import HardwareSpec, MeasureConfig
 from kernelcast.tools.store import Store
 from kernelcast.tools.task import Task
-from kernelcast.tools.worker import MeasurementWorker
+from kernelcast.tools.measurer import Measurer
 
 ProgressCallback = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class RunEnv:
+    """Where and how runs execute (built by the front doors from the settings): one object instead of the
+    home, timeouts, model endpoint and event sink threaded through every layer."""
+
+    home: Path
+    measure_timeout_s: float = 120.0
+    api_base: str | None = None
+    on_event: ProgressCallback | None = None
+
+    def folder(self, run_id: str) -> Path:
+        return self.home / "runs" / run_id
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.home / "checkpoints.db"
 
 
 @dataclass
@@ -29,24 +47,25 @@ class RunContext:
     config: RunConfig
     task: Task
     store: Store
-    worker: MeasurementWorker
+    measurer: Measurer
     generator: Generator
     forecaster: Forecaster
     hardware: HardwareSpec
-    folder: Path
+    env: RunEnv
     measure_config: MeasureConfig
     router: Router = field(init=False)
-    on_event: ProgressCallback | None = None
 
     def __post_init__(self) -> None:
         self.router = make_router(self.config.router, self.config.threshold, self.config.measure_per_round)
-        if self.config.reserve_fraction is not None:
-            self.router.reserve_fraction = self.config.reserve_fraction
+
+    @property
+    def folder(self) -> Path:
+        return self.env.folder(self.run_id)
 
     def emit(self, kind: str, payload: dict[str, Any], candidate_hash: str | None = None, store: bool = True) -> None:
         """Record an event in the store (the run's log) and tell whoever is watching."""
         if store:
             self.store.add_event(self.run_id, kind, payload, candidate_hash)
             self.store.heartbeat(self.run_id)
-        if self.on_event is not None:
-            self.on_event(kind, {"run_id": self.run_id, "candidate": candidate_hash, **payload})
+        if self.env.on_event is not None:
+            self.env.on_event(kind, {"run_id": self.run_id, "candidate": candidate_hash, **payload})

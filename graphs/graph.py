@@ -49,8 +49,7 @@ def build_graph(ctx: RunContext) -> StateGraph:
 
 def _report_node(ctx: RunContext) -> Callable[[SearchState], dict[str, Any]]:
     def report(state: SearchState) -> dict[str, Any]:
-        result = build_result(state, ctx.store, ctx.run_id, ctx.task.name, ctx.hardware.key, ctx.config.router,
-                              ctx.config.budget, ctx.folder, "finished")
+        result = build_result(state, ctx, "finished")
         write_run_folder(result, state, ctx.store, ctx.task.language)
         ctx.store.update_run(ctx.run_id, status="finished", spent=result.spent, best_candidate=result.best_hash,
                              best_speedup=result.best_speedup, summary=result.model_dump())
@@ -90,5 +89,4 @@ def execute(ctx: RunContext, checkpoint_path: Path, resume: bool = False) -> Run
         raise
     finally:
         saver.conn.close()
-    return build_result(state, ctx.store, ctx.run_id, ctx.task.name, ctx.hardware.key, ctx.config.router,
-                        ctx.config.budget, ctx.folder, "finished" if state.get("finished") else "interrupted")
+    return build_result(state, ctx, "finished" if state.get("finished") else "interrupted")

@@ -22,6 +22,7 @@ from kernelcast.graphs.routing import RoutingInput
 from kernelcast.graphs.state import NodeRecord, SearchState, outcome_counts
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import Measurement, MeasureConfig
+from kernelcast.tools.measurer import REPLAY_MISSING_FLAG
 
 
 def new_node(candidate: Candidate, parent: str | None, depth: int, iteration: int, outcome: str = "pending") -> NodeRecord:
@@ -72,35 +73,67 @@ class SearchNodes:
         return max(0, left)
 
     def _measure(self, state_nodes: dict[str, NodeRecord], key: str, phase: str) -> Measurement | None:
-        """Measure one candidate unless the store already has this run's measurement of it."""
+        """Measure one candidate (see :meth:`_measure_many`)."""
+        return self._measure_many(state_nodes, [key], phase)[key]
+
+    def _measure_many(self, state_nodes: dict[str, NodeRecord], keys: list[str], phase: str,
+                      ) -> dict[str, Measurement | None]:
+        """Measure candidates concurrently through the measurer; None for those the budget cannot pay.
+
+        Resume-safe: a candidate this run already measured (in this phase) is reused, not bought again; the
+        budget is reserved before dispatch (never more in flight than the store's ledger allows); each
+        result is written to the store as it arrives, before this node returns and the checkpoint that
+        mentions it is written.
+        """
         ctx = self.ctx
-        existing = [m for m in ctx.store.measurements(run_id=ctx.run_id, candidate_hash=key)
-                    if (m.phase == "confirm") == (phase == "confirm")]
-        if existing:
-            result = existing[-1]
-            ctx.emit("reused", {"phase": phase, "reason": "measured before a restart"}, key, store=False)
-        else:
-            if self.spent() >= ctx.config.budget:
-                return None
-            candidate = ctx.store.candidate(key)
-            assert candidate is not None, f"candidate {key} missing from the store"
-            config = confirmation_config(ctx.measure_config) if phase == "confirm" else ctx.measure_config
-            result = ctx.worker.measure(ctx.task, candidate, config).model_copy(update={"phase": phase})
+        results: dict[str, Measurement | None] = {}
+        fresh = []
+        for key in keys:
+            existing = [m for m in ctx.store.measurements(run_id=ctx.run_id, candidate_hash=key)
+                        if (m.phase == "confirm") == (phase == "confirm")]
+            if existing:
+                results[key] = existing[-1]
+                ctx.emit("reused", {"phase": phase, "reason": "measured before a restart"}, key, store=False)
+            else:
+                fresh.append(key)
+        allowed = max(0, ctx.config.budget - self.spent())
+        for key in fresh[allowed:]:
+            results[key] = None
+        dispatch = [ctx.store.candidate(key) for key in fresh[:allowed]]
+        assert all(c is not None for c in dispatch), "a candidate is missing from the store"
+        config = confirmation_config(ctx.measure_config) if phase == "confirm" else ctx.measure_config
+        if dispatch:
+            ctx.emit("in_flight", {"phase": phase, "workers": ctx.measurer.parallelism,
+                                   "candidates": [c.hash for c in dispatch if c is not None]}, store=False)
+        for candidate, measured in ctx.measurer.measure_many(ctx.task, [c for c in dispatch if c is not None], config):
+            if ctx.measurer.simulated and REPLAY_MISSING_FLAG in measured.flags:
+                results[candidate.hash] = None  # a replay without this candidate: nothing was bought
+                continue
+            result = measured.model_copy(update={"phase": phase})
             ctx.store.add_measurement(result, run_id=ctx.run_id)
+            results[candidate.hash] = result
             ctx.emit("spend", {"phase": phase, "status": result.status.value, "speedup": result.speedup,
-                               "spent": self.spent(), "budget": ctx.config.budget, "flags": result.flags}, key)
-        node = state_nodes[key]
+                               "spent": self.spent(), "budget": ctx.config.budget, "flags": result.flags,
+                               "in_flight": [f"{f.worker}:{f.candidate_hash[:8]}" for f in ctx.measurer.in_flight()]},
+                     candidate.hash)
+        for key, result in results.items():
+            if result is not None:
+                self._apply(state_nodes[key], result, phase)
+        return results
+
+    @staticmethod
+    def _apply(node: NodeRecord, result: Measurement, phase: str) -> None:
+        """What a measurement says about its node."""
         if phase == "confirm":
             node["confirmed"] = result.speedup if result.ok else None
             node["confirmed_ci"] = list(result.speedup_ci) if result.ok and result.speedup_ci else None
             if not result.ok:
                 node["outcome"] = "failed"
                 node["reason"] = f"failed its confirmation: {result.status.value}: {result.reason[:300]}"
-            return result
+            return
         node["speedup"] = result.speedup if result.ok else None
         node["cv"] = result.candidate.cv if result.candidate else None
         node["reason"] = "" if result.ok else f"{result.status.value}: {result.reason[:300]}"
-        return result
 
     # ---- nodes ----------------------------------------------------------------------
     def init(self, state: SearchState) -> dict[str, Any]:
@@ -143,9 +176,7 @@ class SearchNodes:
         except Exception as exc:  # noqa: BLE001 - a broken generator ends this expansion, not the run
             proposals = []
             ctx.emit("generator_error", {"error": f"{type(exc).__name__}: {exc}"}, parent_key)
-            if len(nodes) == 1 and state.get("empty_rounds", 0) >= 2:  # it never produced anything: say so loudly
-                raise SearchFailed(f"the {ctx.config.generator} generator failed on every call; last error: "
-                                   f"{type(exc).__name__}: {exc}") from None
+
         children = []
         for cand in proposals:
             if cand.hash in nodes:
@@ -210,17 +241,38 @@ class SearchNodes:
         return {"nodes": nodes}
 
     def route(self, state: SearchState) -> dict[str, Any]:
+        """Route on P(child beats the incumbent), trusting forecasts only as far as calibration certifies
+        (``--risk``); a share of the budget audits trusted decisions. Every decision is logged with its p."""
+        from kernelcast.agents.forecast import Provenance
+        from kernelcast.agents.risk_control import TrustThresholds, fit_thresholds
+        from kernelcast.graphs.trust import RouteRecord, calibration_rows
+
         ctx = self.ctx
         nodes = copy.deepcopy(state["nodes"])
-        items = []
+        best = state.get("best")
+        incumbent = max(1.0, (nodes[best]["speedup"] or 1.0) if best else 1.0)  # the reference is 1.0
+        items, informative = [], {}
+        children = set(state["children"])
+        beliefs = {r["candidate_hash"]: Provenance.model_validate(r["provenance"])  # ln S mean/sd, when known
+                   for r in ctx.store.forecast_rows(run_id=ctx.run_id) if r["candidate_hash"] in children}
         for key in state["children"]:
             fc = nodes[key]["forecast"]
             assert fc is not None
             probs = fc["probabilities"]
+            informative[key] = not fc["failed"]
             items.append(RoutingInput(hash=key, confidence=fc["confidence"], predicted_bin=fc["predicted_bin"],
                                       expected_log_speedup=fc["expected_log_speedup"],
-                                      expected_bin=sum((i + 1) * p for i, p in enumerate(probs)), failed=fc["failed"]))
-        decisions = ctx.router.route(items, self.loop_allowance(state))
+                                      expected_bin=sum((i + 1) * p for i, p in enumerate(probs)), failed=fc["failed"],
+                                      probabilities=tuple(probs), incumbent=incumbent,
+                                      log_mean=beliefs[key].log_speedup_mean if key in beliefs else None,
+                                      log_sd=beliefs[key].log_speedup_sd if key in beliefs else None))
+        trust, audits = TrustThresholds(risk=ctx.config.risk), 0
+        if ctx.config.router == "selective":
+            trust = fit_thresholds(calibration_rows(ctx.store, ctx.hardware.key), ctx.config.risk)
+            spent_on_audits = sum(1 for e in ctx.store.events(ctx.run_id, kind="route")
+                                  if RouteRecord.model_validate(e["payload"]).audit)
+            audits = max(0, int(ctx.config.audit_share * ctx.config.budget) - spent_on_audits)
+        decisions = ctx.router.route(items, self.loop_allowance(state), trust=trust, audits=audits)
         to_measure = []
         for key, routed in decisions.items():
             node = nodes[key]
@@ -229,14 +281,18 @@ class SearchNodes:
                 to_measure.append(key)
             else:
                 node["outcome"] = {"accept": "accepted", "prune": "pruned", "drop": "dropped"}[routed.decision]  # type: ignore[typeddict-item]
-            ctx.emit("route", {"decision": routed.decision, "reason": routed.reason}, key)
+            record = RouteRecord(decision=routed.decision, reason=routed.reason, p_beat=routed.p_beat,
+                                 incumbent=incumbent, audit=routed.audit, trusted_as=routed.trusted_as,
+                                 informative=informative[key])
+            ctx.emit("route", record.model_dump(), key)
         return {"nodes": nodes, "to_measure": to_measure}
 
     def measure(self, state: SearchState) -> dict[str, Any]:
         nodes = copy.deepcopy(state["nodes"])
         best, to_best = state.get("best"), state.get("measurements_to_best", 0)
+        results = self._measure_many(nodes, list(state["to_measure"]), "search")
         for key in state["to_measure"]:
-            result = self._measure(nodes, key, "search")
+            result = results[key]
             if result is None:
                 nodes[key]["outcome"] = "dropped"
                 nodes[key]["reason"] = "budget exhausted before measurement"
@@ -258,6 +314,9 @@ class SearchNodes:
 
     def verify(self, state: SearchState) -> dict[str, Any]:
         """Spend what is left (the reserve) measuring the most promising unverified nodes."""
+        if len(state["nodes"]) == 1:  # nothing was ever proposed: an error, never "finished, 0 spent"
+            raise SearchFailed(f"the {self.ctx.config.generator} generator proposed no candidate in "
+                               f"{state.get('iteration', 0)} rounds; {self.last_generator_problem()}")
         nodes = copy.deepcopy(state["nodes"])
         best, to_best = state.get("best"), state.get("measurements_to_best", 0)
         accepted = sorted((k for k, n in nodes.items() if n["outcome"] == "accepted"),
@@ -298,11 +357,19 @@ class SearchNodes:
                   if m.phase == "noise" and m.sizes == ctx.measure_config.sizes and m.ok]
         if stored:
             return stored[-1]
-        result = ctx.worker.measure(ctx.task, reference, confirmation_config(ctx.measure_config))
+        result = ctx.measurer.measure(ctx.task, reference, confirmation_config(ctx.measure_config))
         result = result.model_copy(update={"phase": "noise"})
         ctx.store.add_measurement(result)
         ctx.emit("noise_floor", {"speedup": result.speedup, "interval": list(result.speedup_ci or ())})
         return result if result.ok else None
+
+    def last_generator_problem(self) -> str:
+        errors = self.ctx.store.events(self.ctx.run_id, kind="generator_error")
+        if errors:
+            return "last error: " + str(errors[-1]["payload"]["error"])[:500]
+        generated = self.ctx.store.events(self.ctx.run_id, kind="generated")
+        report = str(generated[-1]["payload"].get("report", "")) if generated else ""
+        return ("its last report: " + report[:500]) if report else "it gave no reason"
 
     def stop_reason(self, state: SearchState) -> str:
         """Why the search loop ended, in words, with what it spent: "budget spent" only when it was."""

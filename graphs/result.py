@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.state import NodeRecord, SearchState, outcome_counts
 from kernelcast.tools.store import Store
 
@@ -51,8 +52,9 @@ def path_to(nodes: dict[str, NodeRecord], key: str) -> list[str]:
     return list(reversed(chain))
 
 
-def build_result(state: SearchState, store: Store, run_id: str, task: str, device: str, router: str, budget: int,
-                 folder: Path, status: str) -> RunResult:
+def build_result(state: SearchState, ctx: RunContext, status: str) -> RunResult:
+    store, run_id, task, device = ctx.store, ctx.run_id, ctx.task.name, ctx.hardware.key
+    router, budget, folder = ctx.config.router, ctx.config.budget, ctx.folder
     nodes = state["nodes"]
     counts = outcome_counts(nodes)
     measured = [n for n in nodes.values() if n["outcome"] in ("measured", "verified") and n["speedup"]]

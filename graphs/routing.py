@@ -1,15 +1,34 @@
 """Routers: which forecast candidates go to the hardware, and which are trusted or pruned.
 
-Pure functions of forecasts and budget, so the invariants can be property-tested:
-every candidate gets exactly one decision; never more measurements than allowed.
+Pure functions of forecasts, trust thresholds and budget, so the invariants can
+be property-tested: every candidate gets exactly one decision; never more
+measurements than allowed; a failed forecast is never trusted.
+
+The selective router asks each forecast the question that matters, p =
+P(S_child > S_incumbent) (read from the bin distribution, interpolating within
+bins), and trusts it only as far as the :class:`TrustThresholds` allow, which
+come from calibration data with a finite-sample guarantee on the share of
+false decisions (:mod:`kernelcast.agents.risk_control`). A small random share of
+trusted decisions is measured anyway (audits), so the false-prune rate is
+itself measured.
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from scipy.stats import norm
+
+from kernelcast.agents.bins import EDGES
+from kernelcast.agents.distributions import expected_gain, prob_above
+from kernelcast.agents.risk_control import TrustThresholds
+
 Decision = Literal["measure", "accept", "prune", "drop"]
+DEFAULT_AUDIT_RATE = 0.2  # share of trusted decisions measured anyway, while the audit allowance lasts
+DEFAULT_AUDIT_SHARE = 0.1  # share of the budget the audits may spend (documented in the README)
 
 
 @dataclass(frozen=True)
@@ -20,28 +39,69 @@ class RoutingInput:
     expected_log_speedup: float
     expected_bin: float
     failed: bool
+    probabilities: tuple[float, ...] = ()  # the forecast's 8 bin probabilities (empty: unknown)
+    incumbent: float = 1.0  # the speedup to beat: the best measured so far (1.0: the reference)
+    log_mean: float | None = None  # the forecaster's continuous belief about ln S, when it has one
+    log_sd: float | None = None
+
+    @property
+    def continuous(self) -> bool:
+        return self.log_mean is not None and self.log_sd is not None and self.log_sd > 0
+
+    @property
+    def p_beat(self) -> float | None:
+        """P(S_child > S_incumbent): from the continuous belief if the forecaster has one, else from the bins
+        (interpolated within the bin). None for a failed forecast, and for bins alone when the incumbent lies
+        in an open end bin (beyond 4x or below 0.25x), where bins cannot say whether a child beats it."""
+        if self.failed or len(self.probabilities) != 8:
+            return None
+        if self.continuous:
+            return float(norm.sf((math.log(self.incumbent) - self.log_mean) / self.log_sd))  # type: ignore[operator]
+        if not EDGES[0] <= self.incumbent <= EDGES[-1]:
+            return None
+        return prob_above(self.probabilities, self.incumbent)
+
+    @property
+    def gain(self) -> float:
+        """Expected improvement over the incumbent in ln S (the expected log-speedup without a distribution)."""
+        if self.continuous:
+            assert self.log_mean is not None and self.log_sd is not None
+            z = (math.log(self.incumbent) - self.log_mean) / self.log_sd
+            return float(self.log_sd * norm.pdf(z) + (self.log_mean - math.log(self.incumbent)) * norm.sf(z))
+        if len(self.probabilities) != 8:
+            return self.expected_log_speedup
+        return expected_gain(self.probabilities, self.incumbent)
 
 
 @dataclass(frozen=True)
 class Routed:
     decision: Decision
     reason: str
+    p_beat: float | None = None
+    audit: bool = False  # measured although the forecast was trusted (to measure the false-decision rate)
+    trusted_as: Literal["prune", "accept", ""] = ""  # what the forecast alone would have decided
+
+    @property
+    def trusted(self) -> bool:
+        """Decided without a measurement."""
+        return self.decision in ("accept", "prune") and not self.audit
 
 
 class Router(Protocol):
     name: str
     reserve_fraction: float
 
-    def route(self, items: list[RoutingInput], can_measure: int) -> dict[str, Routed]:
+    def route(self, items: list[RoutingInput], can_measure: int, trust: TrustThresholds | None = None,
+              audits: int = 0) -> dict[str, Routed]:
         """Decide for every item; at most ``can_measure`` get "measure"."""
 
 
 def _take(ranked: list[RoutingInput], can_measure: int, out: dict[str, Routed], why: str, cap_reason: str) -> None:
     for i, item in enumerate(ranked):
         if i < can_measure:
-            out[item.hash] = Routed("measure", why)
+            out[item.hash] = Routed("measure", why, item.p_beat)
         else:
-            out[item.hash] = Routed("drop", cap_reason)
+            out[item.hash] = Routed("drop", cap_reason, item.p_beat)
 
 
 @dataclass
@@ -51,7 +111,8 @@ class MeasureAllRouter:
     name: str = "measure-all"
     reserve_fraction: float = 0.0
 
-    def route(self, items: list[RoutingInput], can_measure: int) -> dict[str, Routed]:
+    def route(self, items: list[RoutingInput], can_measure: int, trust: TrustThresholds | None = None,
+              audits: int = 0) -> dict[str, Routed]:
         out: dict[str, Routed] = {}
         _take(items, can_measure, out, "measure-all", "budget exhausted")
         return out
@@ -65,64 +126,95 @@ class TopKRouter:
     name: str = "topk"
     reserve_fraction: float = 0.0
 
-    def route(self, items: list[RoutingInput], can_measure: int) -> dict[str, Routed]:
+    def route(self, items: list[RoutingInput], can_measure: int, trust: TrustThresholds | None = None,
+              audits: int = 0) -> dict[str, Routed]:
         ranked = sorted(items, key=lambda it: -it.expected_bin)
         out: dict[str, Routed] = {}
         limit = min(self.k, can_measure)
         for i, item in enumerate(ranked):
             if i < limit:
-                out[item.hash] = Routed("measure", f"top {self.k} by expected bin ({item.expected_bin:.2f})")
+                out[item.hash] = Routed("measure", f"top {self.k} by expected bin ({item.expected_bin:.2f})",
+                                        item.p_beat)
             elif i < self.k:
-                out[item.hash] = Routed("drop", "in the top k but the budget is exhausted")
+                out[item.hash] = Routed("drop", "in the top k but the budget is exhausted", item.p_beat)
             else:
-                out[item.hash] = Routed("prune", f"not in the top {self.k} by expected bin ({item.expected_bin:.2f})")
+                out[item.hash] = Routed("prune", f"not in the top {self.k} by expected bin ({item.expected_bin:.2f})",
+                                        item.p_beat)
         return out
+
+
+def audit_draw(key: str, seed: int) -> float:
+    """A reproducible uniform number in [0, 1) per (candidate, seed): which trusted decisions are audited."""
+    digest = hashlib.sha256(f"{seed}:{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
 
 
 @dataclass
 class SelectiveRouter:
-    """Trust confident forecasts, defer uncertain ones to the hardware (highest expected speedup first).
+    """Trust forecasts where calibration certifies it, defer the rest to the hardware (best expected gain first).
 
-    Confident slowdowns are pruned, confident speedups accepted as unverified
-    nodes (expandable, never reported until measured); a failed forecast is
-    always deferred, so a broken model can cost budget but never correctness.
+    A child is pruned when p = P(S_child > S_incumbent) <= ``trust.prune_below`` and accepted as an
+    unverified node (expandable, never reported until measured) when p >= ``trust.accept_above``; without
+    thresholds (too little calibration data) nothing is trusted. A failed forecast is always deferred, so a
+    broken model can cost budget but never correctness. Up to ``audits`` trusted decisions per call, drawn at
+    random (``audit_rate``, reproducible by ``seed``), are measured anyway.
     """
 
-    threshold: float = 0.6
     measure_per_round: int = 4
     reserve_fraction: float = 0.25
+    audit_rate: float = DEFAULT_AUDIT_RATE
+    seed: int = 0
     name: str = "selective"
 
-    def route(self, items: list[RoutingInput], can_measure: int) -> dict[str, Routed]:
+    def route(self, items: list[RoutingInput], can_measure: int, trust: TrustThresholds | None = None,
+              audits: int = 0) -> dict[str, Routed]:
+        trust = trust or TrustThresholds()
         out: dict[str, Routed] = {}
         deferred: list[RoutingInput] = []
+        trusted: list[tuple[RoutingInput, Routed]] = []
         for item in items:
-            if item.failed:
+            p = item.p_beat
+            if p is None:
                 deferred.append(item)
-            elif item.confidence >= self.threshold and item.predicted_bin <= 4:
-                out[item.hash] = Routed("prune", f"confident slowdown (bin {item.predicted_bin}, "
-                                                 f"confidence {item.confidence:.2f} >= {self.threshold:.2f})")
-            elif item.confidence >= self.threshold:
-                out[item.hash] = Routed("accept", f"confident speedup (bin {item.predicted_bin}, "
-                                                  f"confidence {item.confidence:.2f} >= {self.threshold:.2f})")
+            elif trust.prune_below is not None and p <= trust.prune_below:
+                trusted.append((item, Routed("prune", f"P(beat incumbent {item.incumbent:.3g}x) = {p:.3f} <= "
+                                                      f"{trust.prune_below:.3g} ({trust.describe()})", p,
+                                             trusted_as="prune")))
+            elif trust.accept_above is not None and p >= trust.accept_above:
+                trusted.append((item, Routed("accept", f"P(beat incumbent {item.incumbent:.3g}x) = {p:.3f} >= "
+                                                       f"{trust.accept_above:.3g} ({trust.describe()})", p,
+                                             trusted_as="accept")))
             else:
                 deferred.append(item)
-        deferred.sort(key=lambda it: -it.expected_log_speedup)
+        deferred.sort(key=lambda it: (-it.gain, -it.expected_log_speedup, it.hash))
         limit = min(self.measure_per_round, can_measure)
-        for i, item in enumerate(deferred):
-            why = "forecast failed: deferred to hardware" if item.failed else \
-                f"uncertain (confidence {item.confidence:.2f} < {self.threshold:.2f}): deferred to hardware"
-            if i < limit:
-                out[item.hash] = Routed("measure", why)
+        measured = 0
+        for item in deferred:
+            p = item.p_beat
+            why = ("forecast failed: deferred to hardware" if item.failed else
+                   "no P(beat) from bins past the incumbent: deferred to hardware") if p is None else \
+                f"uncertain (P(beat incumbent {item.incumbent:.3g}x) = {p:.3f}): deferred to hardware"
+            if measured < limit:
+                out[item.hash] = Routed("measure", why, p)
+                measured += 1
             else:
-                out[item.hash] = Routed("drop", "deferred, but " + ("the budget is exhausted" if i >= can_measure
-                                                                   else "beyond this round's measurement cap"))
+                out[item.hash] = Routed("drop", "deferred, but " + ("the budget is exhausted" if measured >= can_measure
+                                                                   else "beyond this round's measurement cap"), p)
+        audit_room = max(0, min(audits, can_measure - measured))
+        for item, routed in sorted(trusted, key=lambda pair: audit_draw(pair[0].hash, self.seed)):
+            if audit_room > 0 and audit_draw(item.hash, self.seed) < self.audit_rate:
+                out[item.hash] = Routed("measure", f"audit of a trusted {routed.decision}: {routed.reason}",
+                                        routed.p_beat, audit=True, trusted_as=routed.trusted_as)
+                audit_room -= 1
+            else:
+                out[item.hash] = routed
         return out
 
 
-def make_router(name: str, threshold: float = 0.6, k: int = 4) -> Router:
+def make_router(name: str, threshold: float = 0.6, k: int = 4, seed: int = 0) -> Router:
+    """``threshold`` is kept for old configs and unused: trust now comes from ``--risk`` and calibration."""
     if name == "selective":
-        return SelectiveRouter(threshold=threshold, measure_per_round=k)
+        return SelectiveRouter(measure_per_round=k, seed=seed)
     if name == "topk":
         return TopKRouter(k=k)
     if name == "measure-all":

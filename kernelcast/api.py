@@ -12,10 +12,11 @@ from kernelcast.tools.candidate import Candidate, candidate_from_file, candidate
 from kernelcast.tools.measurement import HardwareSpec, Measurement, MeasureConfig
 from kernelcast.tools.store import Store
 from kernelcast.tools.task import Task, resolve_task
-from kernelcast.tools.worker import MeasurementWorker
+from kernelcast.tools.measurer import Measurer, make_measurer
 
 if TYPE_CHECKING:
     from kernelcast.agents.forecast import Forecast
+    from kernelcast.graphs.context import RunEnv
     from kernelcast.graphs.result import RunResult
 
 
@@ -59,7 +60,7 @@ def make_candidate(task: Task, candidate: Candidate | str | Path | None = None,
 def measure(task: str | Path | Task, candidate: Candidate | str | Path | None = None,
             params: dict[str, Any] | None = None, *, device: str | None = None, backend: str | None = None,
             sizes: str = "full", config: MeasureConfig | None = None, store: Store | None = None,
-            worker: MeasurementWorker | None = None) -> Measurement:
+            worker: Measurer | None = None) -> Measurement:
     """Measure a candidate (default: the reference against itself) and record it in the store first."""
     settings = get_settings()
     task_obj = as_task(task)
@@ -68,7 +69,7 @@ def measure(task: str | Path | Task, candidate: Candidate | str | Path | None = 
     own_worker = worker is None
     try:
         with store_scope(store) as db:
-            worker = worker or MeasurementWorker(backend or task_obj.backend, device or settings.device, store=db)
+            worker = worker or make_measurer(backend or task_obj.backend, device or settings.device, store=db)
             worker.check_reference(task_obj, cfg.sizes)  # a broken task or device is an error, not a measurement
             result = worker.measure(task_obj, cand, cfg)
             db.upsert_task(task_obj)
@@ -82,8 +83,17 @@ def measure(task: str | Path | Task, candidate: Candidate | str | Path | None = 
 
 
 def hardware(backend: str = "opencl", device: str | None = None) -> HardwareSpec:
-    with MeasurementWorker(backend, device) as worker:
+    with make_measurer(backend, device) as worker:
         return worker.hardware_spec()
+
+
+def run_env(on_event: Any = None) -> "RunEnv":
+    """The run environment from the settings: the one place runs learn where they live and whom to tell."""
+    from kernelcast.graphs.context import RunEnv
+
+    settings = get_settings()
+    return RunEnv(home=settings.home, measure_timeout_s=settings.measure_timeout_s, api_base=settings.api_base,
+                  on_event=on_event)
 
 
 def optimize(task: str | Path, *, budget: int = 24, router: str = "selective", threshold: float = 0.6,
@@ -100,18 +110,15 @@ def optimize(task: str | Path, *, budget: int = 24, router: str = "selective", t
                        device=device or settings.device, seed=seed, sizes=sizes,  # type: ignore[arg-type]
                        measure_per_round=measure_per_round, **extra)
     with store_scope(store) as db:
-        return start_run(config, db, settings.home, on_event=on_event, measure_timeout_s=settings.measure_timeout_s,
-                         api_base=settings.api_base)
+        return start_run(config, db, run_env(on_event))
 
 
 def resume(run_id: str, *, store: Store | None = None, on_event: Any = None) -> "RunResult":
     """Continue a stopped run where it left off (nothing measured is bought twice)."""
     from kernelcast.graphs.run import resume_run
 
-    settings = get_settings()
     with store_scope(store) as db:
-        return resume_run(run_id, db, settings.home, on_event=on_event, measure_timeout_s=settings.measure_timeout_s,
-                          api_base=settings.api_base)
+        return resume_run(run_id, db, run_env(on_event))
 
 
 def forecast(task: str | Path | Task, candidate: Candidate | str | Path | None = None,

@@ -17,12 +17,12 @@ from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import MeasureConfig, Measurement
 from kernelcast.tools.store import Store
 from kernelcast.tools.task import Task
-from kernelcast.tools.worker import MeasurementWorker
+from kernelcast.tools.measurer import Measurer
 
 TEMPLATE_SHARE = 0.75
 
 
-def candidate_pool(task: Task, per_task: int, seed: int, worker: MeasurementWorker | None = None) -> list[Candidate]:
+def candidate_pool(task: Task, per_task: int, seed: int, worker: Measurer | None = None) -> list[Candidate]:
     """Template points (most of the pool) and generic variants of the reference, deduplicated."""
     rng = random.Random(f"{seed}:{task.name}")
     pool: dict[str, Candidate] = {}
@@ -42,7 +42,7 @@ def candidate_pool(task: Task, per_task: int, seed: int, worker: MeasurementWork
     return list(pool.values())[:per_task]
 
 
-def build_dataset(tasks: Iterable[Task], store: Store, worker: MeasurementWorker, per_task: int = 40, seed: int = 0,
+def build_dataset(tasks: Iterable[Task], store: Store, worker: Measurer, per_task: int = 40, seed: int = 0,
                   config: MeasureConfig | None = None, limit: int | None = None,
                   on_progress: Callable[[Task, Candidate, Measurement | None, int, int], None] | None = None) -> int:
     """Measure the pools into the store; returns how many new measurements were made."""
@@ -56,10 +56,14 @@ def build_dataset(tasks: Iterable[Task], store: Store, worker: MeasurementWorker
         plan += [(task, c) for c in candidate_pool(task, per_task, seed, worker) if c.hash not in done]
     if limit is not None:
         plan = plan[:limit]
-    for i, (task, cand) in enumerate(plan):
-        store.add_candidate(cand)
-        result = worker.measure(task, cand, config)
-        store.add_measurement(result)
-        if on_progress is not None:
-            on_progress(task, cand, result, i + 1, len(plan))
+    done_count = 0
+    for task in dict.fromkeys(t for t, _ in plan):  # one measure_many per task: all workers busy
+        cands = [c for t, c in plan if t is task]
+        for cand in cands:
+            store.add_candidate(cand)
+        for cand, result in worker.measure_many(task, cands, config):
+            store.add_measurement(result)  # stored as it arrives: an interrupted build resumes from here
+            done_count += 1
+            if on_progress is not None:
+                on_progress(task, cand, result, done_count, len(plan))
     return len(plan)

@@ -15,21 +15,19 @@ from kernelcast.settings import get_settings
 
 
 def make_graph(config: dict[str, Any] | None = None) -> Any:
-    from kernelcast.graphs.run import build_context, task_backend
+    from kernelcast.api import run_env
+    from kernelcast.graphs.run import build_context, open_measurer, task_backend
     from kernelcast.tools.store import Store
-    from kernelcast.tools.worker import MeasurementWorker
 
     settings = get_settings()
-    home, db = settings.home, settings.db_path
     options = dict((config or {}).get("configurable", {}))
     run_id = str(options.pop("thread_id", "studio"))
     run_config = RunConfig.model_validate({"task": "gemm", **{k: v for k, v in options.items()
                                                               if k in RunConfig.model_fields}})
-    store = Store(db)
-    worker = MeasurementWorker(task_backend(run_config.task), run_config.device, store=store)
-    atexit.register(worker.close)  # the tooling owns the graph for the process's life; the worker goes with it
-    hardware = worker.hardware_spec()
+    store = Store(settings.db_path)
+    measurer = open_measurer(run_config, task_backend(run_config.task), store)
+    atexit.register(measurer.close)  # the tooling owns the graph for the process's life; the workers go with it
+    hardware = measurer.hardware_spec()
     if store.run(run_id) is None:
         store.create_run(run_config.task, hardware.key, run_config.model_dump(), run_config.budget, run_id=run_id)
-    ctx = build_context(run_id, run_config, store, home, worker, None, settings.measure_timeout_s, settings.api_base)
-    return build_graph(ctx).compile()
+    return build_graph(build_context(run_id, run_config, store, run_env(), measurer)).compile()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernelcast.graphs.config import RunConfig
+from kernelcast.graphs.context import RunEnv
 from kernelcast.graphs.run import RunError, resume_run, start_run
 from kernelcast.graphs.state import CONSIDERED_CLASSES
 from kernelcast.tools.store import Store
@@ -56,7 +57,7 @@ def check_invariants(store: Store, run_id: str, budget: int) -> dict:
 def test_run_finishes_within_budget_with_a_measured_best(tmp_path: Path, router: str) -> None:
     store = Store(tmp_path / "k.db")
     config = RunConfig(task="saxpy", budget=5, router=router, forecaster="none", sizes="small", measure_per_round=2)
-    result = start_run(config, store, tmp_path, measure_timeout_s=60)
+    result = start_run(config, store, RunEnv(tmp_path, measure_timeout_s=60))
     summary = check_invariants(store, result.run_id, 5)
     assert result.spent == 5
     assert summary["best_hash"] is not None
@@ -72,7 +73,7 @@ def test_run_finishes_within_budget_with_a_measured_best(tmp_path: Path, router:
 
 def test_resume_of_unknown_run_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(RunError, match="no run with id"):
-        resume_run("nope", Store(tmp_path / "k.db"), tmp_path)
+        resume_run("nope", Store(tmp_path / "k.db"), RunEnv(tmp_path))
     store = Store(tmp_path / "k.db")
     store.create_run("saxpy", "dev", {"task": "saxpy"}, 4, run_id="saxpy-a_b")
     store.create_run("saxpy", "dev", {"task": "saxpy"}, 4, run_id="saxpy-axb")
@@ -87,9 +88,9 @@ def test_resume_of_a_finished_run_does_nothing_and_says_so(tmp_path: Path) -> No
     store = Store(tmp_path / "k.db")
     config = RunConfig(task="saxpy", budget=2, router="measure-all", forecaster="none", sizes="small",
                        measure_per_round=1)
-    result = start_run(config, store, tmp_path, measure_timeout_s=60)
+    result = start_run(config, store, RunEnv(tmp_path, measure_timeout_s=60))
     with pytest.raises(RunError, match="finished already"):
-        resume_run(result.run_id, store, tmp_path)
+        resume_run(result.run_id, store, RunEnv(tmp_path))
     row = store.run(result.run_id)
     assert row["status"] == "finished" and row["spent"] == 2
 
@@ -145,7 +146,7 @@ def test_learned_forecaster_learns_from_the_runs_measurements(tmp_path: Path, le
     store = Store(tmp_path / "k.db")
     config = RunConfig(task="saxpy", budget=6, router="topk", forecaster="learned", sizes="small",
                        measure_per_round=2, learn_online=learn_online)
-    result = start_run(config, store, tmp_path, measure_timeout_s=60)
+    result = start_run(config, store, RunEnv(tmp_path, measure_timeout_s=60))
     check_invariants(store, result.run_id, 6)
     learned = [e["payload"] for e in store.events(result.run_id, kind="learn")]
     models = {row["model"] for row in store.forecast_rows(run_id=result.run_id)}

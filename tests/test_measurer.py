@@ -245,7 +245,7 @@ def test_replay_reports_a_candidate_it_never_saw(task: Task, store: Store) -> No
         m = replay.measure(task, unseen, SMALL)
         assert m.status is Status.invalid and m.status.failed and REPLAY_MISSING_FLAG in m.flags
         assert "never measured" in m.reason and unseen.short in m.reason
-        assert replay.build(task, unseen)[0] == Status.invalid.value
+        assert replay.build(task, unseen) == ("ok", "")  # unknown compile status: proposed, then not measured
         full = replay.measure(task, task.instantiate({"VEC": 1, "COARSEN": 1, "WG": 64}), SMALL.model_copy(
             update={"sizes": "full"}))
         assert REPLAY_MISSING_FLAG in full.flags  # stored at small sizes only

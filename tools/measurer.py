@@ -100,6 +100,11 @@ class Measurer(ABC):
                 timeout_s: float = 120.0) -> tuple[dict[str, Any], list[str]]:
         """One seeded run's outputs, as :meth:`MeasurementWorker.outputs`; raises :class:`WorkerError`."""
 
+    @abstractmethod
+    def check_reference(self, task: Task, sizes: str = "full") -> None:
+        """Run the task's reference once on every device before anything is spent; raises
+        :class:`~kernelcast.tools.task.TaskError` (a task-file problem) or :class:`WorkerError` (the device)."""
+
     def in_flight(self) -> list[InFlight]:
         """Measurements running right now, one entry per busy worker."""
         return []
@@ -124,10 +129,10 @@ class Measurer(ABC):
 class LocalMeasurer(Measurer):
     """One :class:`MeasurementWorker`, measuring one candidate after the other in the caller's thread."""
 
-    def __init__(self, backend: str = "opencl", device: str | None = None) -> None:
+    def __init__(self, backend: str = "opencl", device: str | None = None, store: Store | None = None) -> None:
         self.backend = backend
         self.device = device
-        self.worker = MeasurementWorker(backend, device)
+        self.worker = MeasurementWorker(backend, device, store=store)
         self._current: InFlight | None = None
         self._attempts: list[Attempt] = []
 
@@ -136,6 +141,9 @@ class LocalMeasurer(Measurer):
 
     def build(self, task: Task, candidate: Candidate, timeout_s: float = 60.0) -> tuple[str, str]:
         return self.worker.build(task, candidate, timeout_s)
+
+    def check_reference(self, task: Task, sizes: str = "full") -> None:
+        self.worker.check_reference(task, sizes)
 
     def measure_many(self, task: Task, candidates: Iterable[Candidate],
                      config: MeasureConfig | None = None) -> Iterator[tuple[Candidate, Measurement]]:
@@ -448,6 +456,11 @@ class PoolMeasurer(Measurer):
                 timeout_s: float = 120.0) -> tuple[dict[str, Any], list[str]]:
         return self._any_slot().submit_call(lambda w: w.outputs(task, candidate, sizes, seed, timeout_s)).result()
 
+    def check_reference(self, task: Task, sizes: str = "full") -> None:
+        self.start()
+        for future in [slot.submit_call(lambda w: w.check_reference(task, sizes)) for slot in self._slots if slot.alive]:
+            future.result()  # every device runs the reference: each candidate is timed against its own device's
+
     def measure_many(self, task: Task, candidates: Iterable[Candidate],
                      config: MeasureConfig | None = None) -> Iterator[tuple[Candidate, Measurement]]:
         self.start()
@@ -536,7 +549,12 @@ class ReplayMeasurer(Measurer):
 
     def stored(self, task: Task, sizes: str) -> dict[str, Measurement]:
         """The latest stored measurement of each candidate of ``task`` on this device at ``sizes`` (one query)."""
-        return {m.candidate_hash: m for m in self.store.measurements(task=task.name, device=self.spec.key, sizes=sizes)}
+        rows = self.store.measurements(task=task.name, device=self.spec.key, sizes=sizes)
+        # a search's answer is its first-phase measurement, never a later confirmation of the same kernel (the
+        # confirmation re-measures the winner with more repetitions; replaying it earlier would change decisions)
+        answers = {m.candidate_hash: m for m in rows if m.phase not in ("search", "verify")}
+        answers.update({m.candidate_hash: m for m in rows if m.phase in ("search", "verify")})
+        return answers
 
     def lookup(self, task: Task, candidate: Candidate, config: MeasureConfig) -> Measurement:
         """The latest stored measurement of this task, candidate, device and sizes, or a failure saying none is."""
@@ -551,13 +569,19 @@ class ReplayMeasurer(Measurer):
                                   "measurements")
 
     def build(self, task: Task, candidate: Candidate, timeout_s: float = 60.0) -> tuple[str, str]:
-        """The stored verdict: compile errors as stored, "ok" for any other stored outcome, else not replayable."""
+        """The stored verdict: compile errors as stored, "ok" otherwise.
+
+        A candidate never measured is "ok" too: the stored search compiled it (or it would not have been a
+        candidate), and a replay must propose what the stored search proposed to reproduce its decisions; if it
+        is then chosen for measurement, :meth:`lookup` answers that it was never measured."""
         found = self.store.measurements(task=task.name, device=self.spec.key, candidate_hash=candidate.hash)
         if not found:
-            return Status.invalid.value, (f"replay: candidate {candidate.short} of task {task.name} was never "
-                                          f"measured on {self.spec.key}, so whether it compiles is unknown")
+            return "ok", ""
         last = found[-1]
         return (last.status.value, last.reason) if last.status is Status.compile_error else ("ok", "")
+
+    def check_reference(self, task: Task, sizes: str = "full") -> None:
+        """Nothing runs in a replay: the stored measurements were checked when they were made."""
 
     def outputs(self, task: Task, candidate: Candidate, sizes: str = "small", seed: int = 0,
                 timeout_s: float = 120.0) -> tuple[dict[str, Any], list[str]]:
@@ -606,13 +630,14 @@ def resolve_stored_device(store: Store, backend: str, device: str | None) -> Har
 # ---- the one place that builds measurers --------------------------------------------
 def make_measurer(backend: str = "opencl", device: str | Sequence[str | None] | None = None, parallel: int = 1,
                   ray: str | None = None, replay_store: Store | None = None, *, allow_mixed: bool = False,
-                  share_device: bool = False, replay_latency: bool = False) -> Measurer:
+                  share_device: bool = False, replay_latency: bool = False, store: Store | None = None) -> Measurer:
     """Build the measurer a caller asked for.
 
     * ``replay_store``: a :class:`ReplayMeasurer` over that store (``device`` picks the stored device);
     * ``ray`` ("auto" or a cluster address): a :class:`~kernelcast.tools.ray_measurer.RayMeasurer` with
       ``parallel`` actors (0: one per GPU of the cluster, CUDA only);
-    * otherwise ``parallel`` 1 with one device: a :class:`LocalMeasurer`, and more: a :class:`PoolMeasurer`
+    * otherwise ``parallel`` 1 with one device: a :class:`LocalMeasurer` (``store`` caches its device probe),
+      and more: a :class:`PoolMeasurer`
       with one device per worker (``device="0:0,0:1"``); one device for several workers only with
       ``share_device=True``.
     """
@@ -638,5 +663,5 @@ def make_measurer(backend: str = "opencl", device: str | Sequence[str | None] | 
         parallel = len(selectors)
     selectors = plan_devices(selectors, parallel, share_device)
     if len(selectors) == 1:
-        return LocalMeasurer(backend, selectors[0])
+        return LocalMeasurer(backend, selectors[0], store=store)
     return PoolMeasurer(backend, selectors, allow_mixed=allow_mixed)

@@ -12,7 +12,8 @@ from kernelcast.console import EXIT_DEVICE, console, fail
 from kernelcast.settings import get_settings
 from kernelcast.tools.measurement import MeasureConfig
 from kernelcast.tools.task import TaskError, builtin_task_paths, load_task, resolve_task
-from kernelcast.tools.worker import MeasurementWorker, WorkerError
+from kernelcast.tools.measurer import make_measurer
+from kernelcast.tools.worker import WorkerError
 
 app = typer.Typer(help="Build the measured dataset (resumable).", no_args_is_help=True)
 
@@ -25,6 +26,9 @@ def build(
     seed: int = typer.Option(0, "--seed"),
     device: str | None = typer.Option(None, "--device", "-d"),
     sizes: str = typer.Option("full", "--sizes"),
+    parallel: int = typer.Option(1, "--parallel", help="measurements in flight (one device per worker)"),
+    ray: str | None = typer.Option(None, "--ray", help="'auto' or a Ray cluster address: one actor per device"),
+    share_device: bool = typer.Option(False, "--share-device", help="let parallel workers share one device"),
 ) -> None:
     """Measure a pool of candidates per task into the store; rerun to continue where it stopped."""
     from kernelcast.dataset import build_dataset
@@ -44,7 +48,9 @@ def build(
     config = MeasureConfig(sizes=sizes, timeout_s=settings.measure_timeout_s)
     counts = {"correct": 0, "failed": 0}
     try:
-        with MeasurementWorker(backends.pop(), device or settings.device, store=store) as worker, Progress(
+        measurer = make_measurer(backends.pop(), device or settings.device, parallel=parallel, ray=ray, store=store,
+                                 share_device=share_device)
+        with measurer as worker, Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
             console=console,
         ) as progress:

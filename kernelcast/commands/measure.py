@@ -104,8 +104,13 @@ def measure(
 
 @app.command("devices")
 def devices(as_json: bool = typer.Option(False, "--json"),
-            refresh: bool = typer.Option(False, "--refresh", help="probe again instead of using cached verdicts")) -> None:
+            refresh: bool = typer.Option(False, "--refresh", help="probe again instead of using cached verdicts"),
+            ray: str | None = typer.Option(None, "--ray", help="list the devices of a Ray cluster (address or 'auto')"),
+            backend: str = typer.Option("opencl", "--backend", help="with --ray: opencl or cuda")) -> None:
     """List OpenCL (and CUDA, where present) devices: probe verdict (healthy or why skipped), the default, specs."""
+    if ray is not None:
+        _cluster_devices(ray, backend, as_json)
+        return
     from kernelcast.tools.backends.opencl import device_spec, list_devices
     from kernelcast.tools.device_probe import probe_devices
 
@@ -132,3 +137,22 @@ def devices(as_json: bool = typer.Option(False, "--json"),
         console.print(f"[bold]{index}[/]  {status}\n{spec.summary()}\n", highlight=False)
     if default is None:
         fail("no usable OpenCL device (see the reasons above)", EXIT_DEVICE)
+
+
+def _cluster_devices(address: str, backend: str, as_json: bool) -> None:
+    """One actor per device of the cluster (GPU for CUDA, node for OpenCL), started, asked, stopped."""
+    try:
+        from kernelcast.tools.ray_measurer import cluster_devices
+    except ImportError as exc:
+        fail(f"--ray needs the ray package (pip install 'kernelcast[ray]'): {exc}", EXIT_DEVICE)
+    try:
+        actors = cluster_devices(address, backend)
+    except WorkerError as exc:
+        fail(str(exc), EXIT_DEVICE)
+    if as_json:
+        print(json.dumps([{"host": a.host, "node": a.node_id, "gpus": list(a.gpu_ids), **a.spec.model_dump()}
+                          for a in actors], indent=2))
+        return
+    for a in actors:
+        gpus = f", GPU {','.join(a.gpu_ids)}" if a.gpu_ids else ""
+        console.print(f"[bold]{a.host}[/] (node {a.node_id[:12]}{gpus})\n{a.spec.summary()}\n", highlight=False)

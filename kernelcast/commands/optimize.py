@@ -36,7 +36,12 @@ class LiveView:
             print(json.dumps({"event": kind, **payload}, default=str), flush=True)
         if kind == "progress":
             self.state.update(payload)
+        elif kind == "in_flight":
+            self.state["in_flight"] = (f"{len(payload.get('candidates', []))} candidates on "
+                                       f"{payload.get('workers', 1)} worker(s)")
         elif kind == "spend":
+            waiting = payload.get("in_flight") or []
+            self.state["in_flight"] = f"{len(waiting)} still running" if waiting else "-"
             self.state["spent"] = payload.get("spent", self.state["spent"])
             self.last = (f"measured {str(payload.get('candidate'))[:8]}: {payload.get('status')}"
                          + (f" {payload['speedup']:.3f}x" if payload.get("speedup") else ""))
@@ -59,6 +64,8 @@ class LiveView:
         table.add_row("best verified speedup", f"{best:.3f}x" if best else "-")
         if s.get("forecaster"):
             table.add_row("forecaster", s["forecaster"])
+        if s.get("in_flight"):
+            table.add_row("measurements in flight", s["in_flight"])
         table.add_row("last", self.last or "-")
         return table
 
@@ -111,7 +118,9 @@ def optimize(
     task: str = typer.Argument(..., help="built-in task name or path to a task.toml"),
     budget: int = typer.Option(24, "--budget", "-b", help="hardware measurements to spend"),
     router: str = typer.Option("selective", "--router", help="selective | topk | measure-all"),
-    threshold: float = typer.Option(0.6, "--threshold", "-t", help="confidence to trust a forecast"),
+    threshold: float = typer.Option(0.6, "--threshold", "-t", help="unused (kept for old scripts): see --risk"),
+    risk: float = typer.Option(0.1, "--risk", help="selective: tolerated share of false prunes among trusted "
+                               "decisions (certified from calibration data; default 0.1)"),
     generator: str = typer.Option("offline", "--generator", help="offline | llm"),
     forecaster: str = typer.Option("learned", "--forecaster", help="learned | llm | llm-logprobs | none"),
     model: str | None = typer.Option(None, "--model", help="litellm model string for LLM agents"),
@@ -122,16 +131,22 @@ def optimize(
     events: str | None = typer.Option(None, "--events", help="'jsonl': one JSON event per graph step on stdout"),
     learn_online: bool = typer.Option(True, "--learn-online/--frozen-forecaster",
                                       help="retrain the learned forecaster on the run's measurements as they arrive"),
+    parallel: int = typer.Option(1, "--parallel", help="measurements in flight at once (one device per worker; "
+                                 "name them with --device 0:0,1:0)"),
+    ray: str | None = typer.Option(None, "--ray", help="'auto' (start or join a local Ray) or a cluster address"),
+    share_device: bool = typer.Option(False, "--share-device", help="let parallel workers share one device"),
 ) -> None:
     """Optimize a task under a fixed hardware budget; prints the best measured kernel and the run folder."""
     if router not in ("selective", "topk", "measure-all"):
         fail(f"unknown router {router!r}: expected selective, topk or measure-all")
     if events not in (None, "jsonl"):
         fail("--events takes 'jsonl'")
+    if not 0.0 < risk < 1.0:
+        fail(f"--risk must be between 0 and 1 (exclusive), got {risk}")
     result = _drive(f"optimizing {task} ({router}, budget {budget})", events, lambda view: api.optimize(
         task, budget=budget, router=router, threshold=threshold, generator=generator, forecaster=forecaster,
         model=model, device=device, seed=seed, sizes=sizes, measure_per_round=k, on_event=view,
-        learn_online=learn_online))
+        learn_online=learn_online, risk=risk, parallel=parallel, ray=ray, share_device=share_device))
     if events == "jsonl":
         print(json.dumps({"event": "result", **result.model_dump()}), flush=True)
     else:

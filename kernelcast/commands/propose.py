@@ -14,14 +14,15 @@ from kernelcast.console import EXIT_DEVICE, EXIT_FAILED, console, fail
 from kernelcast.settings import get_settings
 from kernelcast.tools.candidate import Candidate, candidate_from_file
 from kernelcast.tools.task import Task, TaskError
-from kernelcast.tools.worker import MeasurementWorker, WorkerError
+from kernelcast.tools.measurer import Measurer, make_measurer
+from kernelcast.tools.worker import WorkerError
 
 app = typer.Typer()
 
 SUFFIX = {"opencl": ".cl", "cuda": ".cu"}
 
 
-def make_generator(kind: str, worker: MeasurementWorker | None, model: str | None) -> Generator:
+def make_generator(kind: str, worker: Measurer | None, model: str | None) -> Generator:
     """The offline generator, or the LLM generator on ``model`` (else KERNELCAST_MODEL) with the settings' endpoint."""
     if kind == "offline":
         return OfflineGenerator(worker)
@@ -80,7 +81,7 @@ def propose(
     except (TaskError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     settings = get_settings()
-    worker = MeasurementWorker(task_obj.backend, device or settings.device)
+    worker = make_measurer(task_obj.backend, device or settings.device)
     gen = make_generator(generator, worker if compile_check else None, model)  # fails fast on bad options
     store = api.open_store()
     try:

@@ -1,0 +1,152 @@
+"""What the forecaster and router could be trusted with: calibration rows, and a run's trust summary.
+
+Every routing decision is logged as a ``route`` event with the forecast's
+p = P(S_child > S_incumbent) and the incumbent of that moment. A decision
+that was then measured (deferred to the hardware, or audited) is a
+calibration row: p, and whether the child did beat the incumbent. The rows of
+every run on a device (the current one included, so its first measurements
+count) give the router its thresholds; the audited ones also give the
+measured false-prune rate the summary reports beside the bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pydantic import BaseModel, ConfigDict
+
+from kernelcast.agents.risk_control import CalibrationRow, clopper_pearson_interval
+from kernelcast.graphs.state import NodeRecord
+from kernelcast.tools.store import Store
+
+MAX_RUNS = 500  # calibration reads the latest runs of the device
+
+
+class RouteRecord(BaseModel):
+    """The payload of a ``route`` event (older runs lack the trust fields: they read as None / False)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    decision: str
+    reason: str = ""
+    p_beat: float | None = None
+    incumbent: float | None = None
+    audit: bool = False
+    trusted_as: str = ""
+    informative: bool | None = None
+
+
+def _decisions(store: Store, run_id: str) -> Iterable[tuple[RouteRecord, float | None, bool]]:
+    """(route record, measured speedup or None, measured at all) for each logged decision of a run."""
+    measured = {m.candidate_hash: m for m in store.measurements(run_id=run_id)}
+    for event in store.events(run_id, kind="route"):
+        m = measured.get(event["candidate_hash"] or "")
+        yield RouteRecord.model_validate(event["payload"]), (m.speedup if m is not None and m.ok else None), \
+            m is not None
+
+
+def calibration_rows(store: Store, device: str) -> list[CalibrationRow]:
+    """Measured decisions with a forecast p on this device, across its runs (the latest MAX_RUNS)."""
+    rows: list[CalibrationRow] = []
+    for run in store.runs(limit=MAX_RUNS):
+        if run["device"] != device:
+            continue
+        for record, speedup, was_measured in _decisions(store, run["id"]):
+            if record.p_beat is None or record.incumbent is None or not was_measured:
+                continue
+            rows.append(CalibrationRow(record.p_beat, speedup is not None and speedup > record.incumbent))
+    return rows
+
+
+class AuditRate(BaseModel):
+    """Audited trusted decisions of one kind and how many of them were wrong."""
+
+    audited: int = 0
+    wrong: int = 0
+    interval: tuple[float, float] = (0.0, 1.0)  # 95 % Clopper-Pearson interval of the wrong share
+
+    @property
+    def rate(self) -> float | None:
+        return self.wrong / self.audited if self.audited else None
+
+
+class TrustSummary(BaseModel):
+    """How many forecasts were informative and how many decisions were taken without a measurement."""
+
+    forecasts: int = 0
+    informative_forecasts: int = 0
+    decisions: int = 0
+    trusted_prunes: int = 0
+    trusted_accepts: int = 0
+    audits: int = 0
+    considered: int = 0  # candidates with an informative forecast or a measurement
+    considered_all: int = 0  # every candidate the router saw
+    risk: float | None = None
+    false_prunes: AuditRate = AuditRate()
+    false_accepts: AuditRate = AuditRate()
+
+    @property
+    def trusted(self) -> int:
+        return self.trusted_prunes + self.trusted_accepts
+
+    @property
+    def trusted_share(self) -> float:
+        return self.trusted / self.decisions if self.decisions else 0.0
+
+    def line(self) -> str:
+        """One line for summaries: informative forecasts, trusted decisions, measured false-prune rate vs bound."""
+        text = (f"{self.informative_forecasts}/{self.forecasts} forecasts informative; "
+                f"{self.trusted}/{self.decisions} decisions trusted ({self.trusted_prunes} pruned, "
+                f"{self.trusted_accepts} accepted), {self.audits} audited")
+        fp = self.false_prunes
+        if fp.audited:
+            text += (f"; false prunes {fp.wrong}/{fp.audited} (95 % CI {fp.interval[0]:.0%}-{fp.interval[1]:.0%})"
+                     + (f", bound {self.risk:.0%}" if self.risk is not None else ""))
+        return text
+
+
+def live_counts(nodes: Mapping[str, NodeRecord]) -> dict[str, int]:
+    """For the live view, from the search tree alone: forecasts made, informative ones, trusted decisions,
+    and candidates considered (an informative forecast or a measurement)."""
+    forecast = [n for n in nodes.values() if n["forecast"] is not None]
+    informative = [n for n in forecast if n["forecast"] is not None and not n["forecast"]["failed"]]
+    measured = [n for n in nodes.values() if n["outcome"] in ("measured", "failed", "verified")]
+    trusted = [n for n in nodes.values() if n["outcome"] in ("pruned", "accepted")]
+    considered = {n["hash"] for n in informative} | {n["hash"] for n in measured}
+    return {"forecasts": len(forecast), "informative": len(informative), "trusted": len(trusted),
+            "considered": len(considered), "considered_all": sum(1 for n in nodes.values() if n["parent"])}
+
+
+def trust_summary(store: Store, run_id: str, risk: float | None = None) -> TrustSummary:
+    """The trust numbers of one run, from its stored forecasts, route events and measurements."""
+    forecasts = store.forecast_rows(run_id=run_id)
+    informative = {r["candidate_hash"] for r in forecasts if not r["failed"]}
+    out = TrustSummary(forecasts=len(forecasts), informative_forecasts=sum(1 for r in forecasts if not r["failed"]),
+                       risk=risk)
+    audits: dict[str, list[bool]] = {"prune": [], "accept": []}
+    seen: set[str] = set()
+    measured_any: set[str] = set()
+    for record, speedup, was_measured in _decisions(store, run_id):
+        out.decisions += 1
+        if record.audit:
+            out.audits += 1
+            if record.trusted_as in audits and was_measured:
+                beat = speedup is not None and speedup > (record.incumbent or 1.0)
+                audits[record.trusted_as].append(beat if record.trusted_as == "prune" else not beat)
+        elif record.decision == "prune" and record.trusted_as == "prune":
+            out.trusted_prunes += 1
+        elif record.decision == "accept":
+            out.trusted_accepts += 1
+    for event in store.events(run_id, kind="route"):
+        if event["candidate_hash"]:
+            seen.add(event["candidate_hash"])
+    measured_any = {m.candidate_hash for m in store.measurements(run_id=run_id)}
+    out.considered_all = len(seen)
+    out.considered = len({h for h in seen if h in informative or h in measured_any})
+    for kind, outcomes in audits.items():
+        rate = AuditRate(audited=len(outcomes), wrong=sum(outcomes),
+                         interval=clopper_pearson_interval(sum(outcomes), len(outcomes)))
+        setattr(out, "false_prunes" if kind == "prune" else "false_accepts", rate)
+    return out
+
+
+__all__ = ["AuditRate", "RouteRecord", "TrustSummary", "calibration_rows", "live_counts", "trust_summary"]
