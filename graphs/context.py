@@ -14,6 +14,7 @@ from typing import Any
 from kernelcast.agents.forecast import Forecaster
 from kernelcast.agents.generator import Generator
 from kernelcast.graphs.config import RunConfig
+from kernelcast.graphs.events import RunEvent, parse
 from kernelcast.graphs.routing import Router, make_router
 from kernelcast.tools.measurement import HardwareSpec, MeasureConfig
 from kernelcast.tools.store import Store
@@ -62,10 +63,16 @@ class RunContext:
     def folder(self) -> Path:
         return self.env.folder(self.run_id)
 
-    def emit(self, kind: str, payload: dict[str, Any], candidate_hash: str | None = None, store: bool = True) -> None:
-        """Record an event in the store (the run's log) and tell whoever is watching."""
+    def emit(self, event: RunEvent | str, payload: dict[str, Any] | None = None, candidate_hash: str | None = None,
+             store: bool = True) -> None:
+        """Record an event in the store (the run's log) and tell whoever is watching.
+
+        ``event`` is a :mod:`kernelcast.graphs.events` model; the (kind, payload) form is parsed into one, so
+        every event that leaves a node has the fields its model names."""
+        typed = parse(event, payload or {}) if isinstance(event, str) else event
+        data = typed.model_dump()
         if store:
-            self.store.add_event(self.run_id, kind, payload, candidate_hash)
+            self.store.add_event(self.run_id, typed.kind, data, candidate_hash)
             self.store.heartbeat(self.run_id)
         if self.env.on_event is not None:
-            self.env.on_event(kind, {"run_id": self.run_id, "candidate": candidate_hash, **payload})
+            self.env.on_event(typed.kind, {"run_id": self.run_id, "candidate": candidate_hash, **data})

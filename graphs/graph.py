@@ -15,6 +15,7 @@ from langgraph.graph import END, START, StateGraph
 
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.errors import SearchFailed
+from kernelcast.graphs.events import Error, Finish
 from kernelcast.graphs.nodes import SearchNodes, after_select, budget_check, should_measure
 from kernelcast.graphs.result import RunResult, build_result, write_run_folder
 from kernelcast.graphs.state import SearchState
@@ -53,7 +54,7 @@ def _report_node(ctx: RunContext) -> Callable[[SearchState], dict[str, Any]]:
         write_run_folder(result, state, ctx.store, ctx.task.language)
         ctx.store.update_run(ctx.run_id, status="finished", spent=result.spent, best_candidate=result.best_hash,
                              best_speedup=result.best_speedup, summary=result.model_dump())
-        ctx.emit("finish", {"best": result.best_hash, "speedup": result.best_speedup, "spent": result.spent})
+        ctx.emit(Finish(best=result.best_hash, speedup=result.best_speedup, spent=result.spent))
         return {"finished": True}
 
     return report
@@ -85,7 +86,7 @@ def execute(ctx: RunContext, checkpoint_path: Path, resume: bool = False) -> Run
         raise
     except SearchFailed as exc:
         ctx.store.update_run(ctx.run_id, status="failed")
-        ctx.emit("error", {"error": str(exc)})
+        ctx.emit(Error(error=str(exc)))
         raise
     finally:
         saver.conn.close()

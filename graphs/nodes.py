@@ -15,6 +15,7 @@ from typing import Any
 
 from kernelcast.agents.forecast import Forecast, LearnsFromMeasurements, record_forecast
 from kernelcast.agents.generator import GenerationContext
+from kernelcast.graphs import events as ev
 from kernelcast.graphs import puct
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.errors import SearchFailed
@@ -93,7 +94,7 @@ class SearchNodes:
                         if (m.phase == "confirm") == (phase == "confirm")]
             if existing:
                 results[key] = existing[-1]
-                ctx.emit("reused", {"phase": phase, "reason": "measured before a restart"}, key, store=False)
+                ctx.emit(ev.Reused(phase=phase, reason="measured before a restart"), candidate_hash=key, store=False)
             else:
                 fresh.append(key)
         allowed = max(0, ctx.config.budget - self.spent())
@@ -103,8 +104,8 @@ class SearchNodes:
         assert all(c is not None for c in dispatch), "a candidate is missing from the store"
         config = confirmation_config(ctx.measure_config) if phase == "confirm" else ctx.measure_config
         if dispatch:
-            ctx.emit("in_flight", {"phase": phase, "workers": ctx.measurer.parallelism,
-                                   "candidates": [c.hash for c in dispatch if c is not None]}, store=False)
+            ctx.emit(ev.InFlight(phase=phase, workers=ctx.measurer.parallelism,
+                                 candidates=[c.hash for c in dispatch if c is not None]), store=False)
         for candidate, measured in ctx.measurer.measure_many(ctx.task, [c for c in dispatch if c is not None], config):
             if ctx.measurer.simulated and REPLAY_MISSING_FLAG in measured.flags:
                 results[candidate.hash] = None  # a replay without this candidate: nothing was bought
@@ -112,10 +113,10 @@ class SearchNodes:
             result = measured.model_copy(update={"phase": phase})
             ctx.store.add_measurement(result, run_id=ctx.run_id)
             results[candidate.hash] = result
-            ctx.emit("spend", {"phase": phase, "status": result.status.value, "speedup": result.speedup,
-                               "spent": self.spent(), "budget": ctx.config.budget, "flags": result.flags,
-                               "in_flight": [f"{f.worker}:{f.candidate_hash[:8]}" for f in ctx.measurer.in_flight()]},
-                     candidate.hash)
+            ctx.emit(ev.Spend(phase=phase, status=result.status.value, speedup=result.speedup, spent=self.spent(),
+                              budget=ctx.config.budget, flags=result.flags,
+                              in_flight=[f"{f.worker}:{f.candidate_hash[:8]}" for f in ctx.measurer.in_flight()]),
+                     candidate_hash=candidate.hash)
         for key, result in results.items():
             if result is not None:
                 self._apply(state_nodes[key], result, phase)
@@ -145,7 +146,7 @@ class SearchNodes:
         self.ctx.store.upsert_device(self.ctx.hardware)
         self.ctx.store.add_candidate(ref)
         root = new_node(ref, None, 0, 0, outcome="root")
-        self.ctx.emit("start", {"config": self.ctx.config.model_dump(), "device": self.ctx.hardware.key})
+        self.ctx.emit(ev.Start(config=self.ctx.config.model_dump(), device=self.ctx.hardware.key))
         return {"run_id": self.ctx.run_id, "iteration": 0, "nodes": {ref.hash: root}, "parent": None, "children": [],
                 "to_measure": [], "spent": 0, "empty_rounds": 0, "finished": False, "stop_reason": "", "best": None,
                 "measurements_to_best": 0}
@@ -175,7 +176,7 @@ class SearchNodes:
             proposals = ctx.generator.propose(ctx.task, parent, context, ctx.config.n_children)
         except Exception as exc:  # noqa: BLE001 - a broken generator ends this expansion, not the run
             proposals = []
-            ctx.emit("generator_error", {"error": f"{type(exc).__name__}: {exc}"}, parent_key)
+            ctx.emit(ev.GeneratorError(error=f"{type(exc).__name__}: {exc}"), candidate_hash=parent_key)
 
         children = []
         for cand in proposals:
@@ -185,8 +186,8 @@ class SearchNodes:
             nodes[cand.hash] = new_node(cand, parent_key, node["depth"] + 1, state["iteration"])
             children.append(cand.hash)
         report = getattr(ctx.generator, "last_report", None)
-        ctx.emit("generated", {"parent": parent_key, "children": children,
-                               "report": report.summary() if report is not None else ""}, parent_key)
+        ctx.emit(ev.Generated(parent=parent_key, children=children,
+                              report=report.summary() if report is not None else ""), candidate_hash=parent_key)
         empty = state.get("empty_rounds", 0) + 1 if not children else 0
         if not children:
             nodes[parent_key]["exhausted"] = True
@@ -210,11 +211,11 @@ class SearchNodes:
         try:
             changed = ctx.forecaster.learn(pairs, {ctx.hardware.key: ctx.hardware})
         except Exception as exc:  # noqa: BLE001 - a failed retrain keeps the previous model
-            ctx.emit("learn", {"pairs": len(pairs), "error": f"{type(exc).__name__}: {exc}"})
+            ctx.emit(ev.Learn(pairs=len(pairs), error=f"{type(exc).__name__}: {exc}"))
             return
         if changed:
-            ctx.emit("learn", {"pairs": len(pairs), "seconds": round(time.perf_counter() - start, 2),
-                               "model": getattr(ctx.forecaster, "model_name", "")})
+            ctx.emit(ev.Learn(pairs=len(pairs), seconds=round(time.perf_counter() - start, 2),
+                              model=getattr(ctx.forecaster, "model_name", "")))
 
     def forecast(self, state: SearchState) -> dict[str, Any]:
         ctx = self.ctx
@@ -236,8 +237,8 @@ class SearchNodes:
             record_forecast(ctx.store, fc, ctx.task.name, key, ctx.hardware.key, run_id=ctx.run_id)
         for key, prior in puct.rank_priors(expected).items():
             nodes[key]["prior"] = prior
-        ctx.emit("forecast", {"n": len(keys), "failed": sum(1 for f in forecasts if f.failed)}, state["parent"],
-                 store=False)
+        ctx.emit(ev.ForecastRound(n=len(keys), failed=sum(1 for f in forecasts if f.failed)),
+                 candidate_hash=state["parent"], store=False)
         return {"nodes": nodes}
 
     def route(self, state: SearchState) -> dict[str, Any]:
@@ -281,10 +282,9 @@ class SearchNodes:
                 to_measure.append(key)
             else:
                 node["outcome"] = {"accept": "accepted", "prune": "pruned", "drop": "dropped"}[routed.decision]  # type: ignore[typeddict-item]
-            record = RouteRecord(decision=routed.decision, reason=routed.reason, p_beat=routed.p_beat,
-                                 incumbent=incumbent, audit=routed.audit, trusted_as=routed.trusted_as,
-                                 informative=informative[key])
-            ctx.emit("route", record.model_dump(), key)
+            ctx.emit(ev.Route(decision=routed.decision, reason=routed.reason, p_beat=routed.p_beat,
+                              incumbent=incumbent, audit=routed.audit, trusted_as=routed.trusted_as,
+                              informative=informative[key]), candidate_hash=key)
         return {"nodes": nodes, "to_measure": to_measure}
 
     def measure(self, state: SearchState) -> dict[str, Any]:
@@ -296,7 +296,7 @@ class SearchNodes:
             if result is None:
                 nodes[key]["outcome"] = "dropped"
                 nodes[key]["reason"] = "budget exhausted before measurement"
-                self.ctx.emit("skip", {"reason": nodes[key]["reason"]}, key)
+                self.ctx.emit(ev.Skip(reason=nodes[key]["reason"]), candidate_hash=key)
                 continue
             nodes[key]["outcome"] = "measured" if result.ok else "failed"
             best, to_best = self._track_best(nodes, key, best, to_best)
@@ -309,7 +309,7 @@ class SearchNodes:
             nodes[cursor]["visits"] += 1
             cursor = nodes[cursor]["parent"]
         best = state.get("best")
-        self.ctx.emit("progress", self.progress(nodes, best), store=False)
+        self.ctx.emit(self.progress(nodes, best), store=False)
         return {"nodes": nodes, "spent": self.spent()}
 
     def verify(self, state: SearchState) -> dict[str, Any]:
@@ -330,17 +330,17 @@ class SearchNodes:
                 break
             nodes[key]["outcome"] = "verified" if result.ok else "failed"
             predicted = (nodes[key]["forecast"] or {}).get("predicted_bin")
-            self.ctx.emit("verify", {"predicted_bin": predicted, "measured_bin": result.bin(),
-                                     "forecast_right": predicted == result.bin()}, key)
+            self.ctx.emit(ev.Verify(predicted_bin=predicted, measured_bin=result.bin(),
+                                    forecast_right=predicted == result.bin()), candidate_hash=key)
             best, to_best = self._track_best(nodes, key, best, to_best)
         for key in top_measured(nodes, self.ctx.config.confirm_top):
             first = nodes[key]["speedup"]
             result = self._measure(nodes, key, "confirm")
             if result is None:
                 break
-            self.ctx.emit("confirm", {"first": first, "confirmed": result.speedup if result.ok else None,
-                                      "interval": list(result.speedup_ci) if result.speedup_ci else None,
-                                      "status": result.status.value}, key)
+            self.ctx.emit(ev.Confirm(first=first, confirmed=result.speedup if result.ok else None,
+                                     interval=list(result.speedup_ci) if result.speedup_ci else None,
+                                     status=result.status.value), candidate_hash=key)
         if any(n["confirmed"] for n in nodes.values()):
             self.noise_floor()
         return {"nodes": nodes, "spent": self.spent(), "best": best, "measurements_to_best": to_best,
@@ -360,7 +360,7 @@ class SearchNodes:
         result = ctx.measurer.measure(ctx.task, reference, confirmation_config(ctx.measure_config))
         result = result.model_copy(update={"phase": "noise"})
         ctx.store.add_measurement(result)
-        ctx.emit("noise_floor", {"speedup": result.speedup, "interval": list(result.speedup_ci or ())})
+        ctx.emit(ev.NoiseFloor(speedup=result.speedup, interval=list(result.speedup_ci or ())))
         return result if result.ok else None
 
     def last_generator_problem(self) -> str:
@@ -397,10 +397,9 @@ class SearchNodes:
             return key, self.spent()
         return best, to_best
 
-    def progress(self, nodes: dict[str, NodeRecord], best: str | None) -> dict[str, Any]:
-        counts = outcome_counts(nodes)
-        return {"spent": self.spent(), "budget": self.ctx.config.budget, "considered": len(nodes) - 1,
-                "counts": counts, "best_speedup": nodes[best]["speedup"] if best else None}
+    def progress(self, nodes: dict[str, NodeRecord], best: str | None) -> ev.Progress:
+        return ev.Progress(spent=self.spent(), budget=self.ctx.config.budget, considered=len(nodes) - 1,
+                           counts=outcome_counts(nodes), best_speedup=nodes[best]["speedup"] if best else None)
 
 
 def should_measure(state: SearchState) -> str:

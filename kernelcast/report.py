@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kernelcast.graphs import events as ev
+from kernelcast.graphs.events import logged
 from kernelcast.tools.bins import BIN_NAMES, NUM_BINS
 from kernelcast.tools.measurement import Measurement
 from kernelcast.tools.store import Store
@@ -86,39 +88,42 @@ def rebuild_tree(events: Sequence[dict[str, Any]]) -> tuple[str | None, dict[str
     """The search tree from the event log: ``generated`` adds children, ``route``/``spend``/``skip`` set outcomes."""
     tree: dict[str, TreeNode] = {}
     root: str | None = None
-    for event in events:
-        kind, key, p = event["kind"], event["candidate_hash"], event["payload"]
-        if kind == "generated":
-            parent = p["parent"]
+    for item in logged(list(events)):
+        event, key = item.event, item.candidate
+        if isinstance(event, ev.Generated):
+            parent = event.parent
+            if parent is None:
+                continue
             if parent not in tree:
                 root = root or parent
                 tree[parent] = TreeNode(parent=None, depth=0, outcome="root")
-            for child in p.get("children", []):
+            for child in event.children:
                 tree.setdefault(child, TreeNode(parent=parent, depth=tree[parent].depth + 1))
-        elif key not in tree:
+        elif key is None or key not in tree:
             continue
-        elif kind == "route":
-            tree[key].outcome = ROUTED.get(p.get("decision", ""), "pending")
-        elif kind == "spend":
-            ok = p.get("status") == "correct"
-            tree[key].speedup = p.get("speedup") if ok else None
-            tree[key].outcome = ("verified" if p.get("phase") == "verify" else "measured") if ok else "failed"
-        elif kind == "skip":
+        elif isinstance(event, ev.Route):
+            tree[key].outcome = ROUTED.get(event.decision, "pending")
+        elif isinstance(event, ev.Spend) and event.phase != "confirm":  # a confirmation re-measures a node
+            ok = event.status == "correct"
+            tree[key].speedup = event.speedup if ok else None
+            tree[key].outcome = ("verified" if event.phase == "verify" else "measured") if ok else "failed"
+        elif isinstance(event, ev.Skip):
             tree[key].outcome = "dropped"
     return root, tree
 
 
 def best_curve(events: Sequence[dict[str, Any]]) -> list[tuple[int, float | None]]:
-    """Best correct speedup after each measurement (None until the first correct one)."""
+    """Best correct speedup after each search measurement (None until the first correct one)."""
     best: float | None = None
     curve = []
-    for event in events:
-        if event["kind"] != "spend":
+    for item in logged(list(events)):
+        event = item.event
+        if not isinstance(event, ev.Spend):
             continue
-        speed = event["payload"].get("speedup") if event["payload"].get("status") == "correct" else None
+        speed = event.speedup if event.status == "correct" and event.phase != "confirm" else None
         if speed is not None and (best is None or speed > best):
             best = speed
-        curve.append((int(event["payload"].get("spent", len(curve) + 1)), best))
+        curve.append((event.spent, best))
     return curve
 
 

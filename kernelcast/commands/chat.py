@@ -33,10 +33,13 @@ def show(messages: list[dict[str, Any]]) -> None:
 
 def progress(kind: str, payload: dict[str, Any]) -> None:
     """One line per hardware measurement of an approved optimize."""
-    if kind == "spend":
-        speed = f" {payload['speedup']:.3f}x" if payload.get("speedup") else ""
-        console.print(f"[dim]  measured {str(payload.get('candidate'))[:8]}: {payload.get('status')}{speed} "
-                      f"({payload.get('spent')}/{payload.get('budget')})[/]")
+    from kernelcast.graphs.events import Spend, parse
+
+    event = parse(kind, payload)
+    if isinstance(event, Spend):
+        speed = f" {event.speedup:.3f}x" if event.speedup else ""
+        console.print(f"[dim]  measured {str(payload.get('candidate'))[:8]}: {event.status}{speed} "
+                      f"({event.spent}/{event.budget})[/]")
 
 
 @app.command("chat")

@@ -15,7 +15,9 @@ from kernelcast.console import EXIT_DEVICE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_
 from kernelcast.report import report_note
 from kernelcast.settings import get_settings
 from kernelcast.tools.task import TaskError
+from kernelcast.graphs import events as ev
 from kernelcast.graphs.errors import SearchFailed
+from kernelcast.graphs.events import logged, parse
 from kernelcast.tools.worker import WorkerError
 
 app = typer.Typer()
@@ -34,19 +36,19 @@ class LiveView:
     def __call__(self, kind: str, payload: dict[str, Any]) -> None:
         if self.events == "jsonl":
             print(json.dumps({"event": kind, **payload}, default=str), flush=True)
-        if kind == "progress":
-            self.state.update(payload)
-        elif kind == "in_flight":
-            self.state["in_flight"] = (f"{len(payload.get('candidates', []))} candidates on "
-                                       f"{payload.get('workers', 1)} worker(s)")
-        elif kind == "spend":
-            waiting = payload.get("in_flight") or []
-            self.state["in_flight"] = f"{len(waiting)} still running" if waiting else "-"
-            self.state["spent"] = payload.get("spent", self.state["spent"])
-            self.last = (f"measured {str(payload.get('candidate'))[:8]}: {payload.get('status')}"
-                         + (f" {payload['speedup']:.3f}x" if payload.get("speedup") else ""))
-        elif kind == "learn":
-            self.state["forecaster"] = payload.get("model") or payload.get("error", "")
+        event = parse(kind, payload)
+        if isinstance(event, ev.Progress):
+            self.state.update(spent=event.spent, budget=event.budget, considered=event.considered,
+                              counts=event.counts, best_speedup=event.best_speedup)
+        elif isinstance(event, ev.InFlight):
+            self.state["in_flight"] = f"{len(event.candidates)} candidates on {event.workers} worker(s)"
+        elif isinstance(event, ev.Spend):
+            self.state["in_flight"] = f"{len(event.in_flight)} still running" if event.in_flight else "-"
+            self.state["spent"] = event.spent
+            self.last = (f"measured {str(payload.get('candidate'))[:8]} ({event.phase}): {event.status}"
+                         + (f" {event.speedup:.3f}x" if event.speedup else ""))
+        elif isinstance(event, ev.Learn):
+            self.state["forecaster"] = event.model or event.error or ""
         if self.live is not None:
             self.live.update(self.render())
 
@@ -202,11 +204,18 @@ def show(run_id: str = typer.Argument(...), as_json: bool = typer.Option(False, 
     table = Table(title="decisions")
     for col in ("seq", "event", "candidate", "detail"):
         table.add_column(col)
-    for event in store.events(row["id"]):
-        if event["kind"] in ("route", "spend", "verify", "skip"):
-            p = event["payload"]
-            detail = p.get("reason") or (f"{p.get('status')} {p.get('speedup') or ''}" if event["kind"] == "spend" else
-                                         json.dumps(p))
-            table.add_row(str(event["seq"]), event["kind"] + (f":{p['decision']}" if "decision" in p else ""),
-                          (event["candidate_hash"] or "")[:8], str(detail)[:90])
+    for item in logged(store.events(row["id"])):
+        event = item.event
+        if isinstance(event, ev.Route):
+            label, detail = f"route:{event.decision}", event.reason
+        elif isinstance(event, ev.Spend):
+            label, detail = f"spend:{event.phase}", f"{event.status} {f'{event.speedup:.3f}x' if event.speedup else ''}"
+        elif isinstance(event, ev.Confirm):
+            label = "confirm"
+            detail = f"first {event.first or 0:.3f}x, confirmed {event.confirmed or 0:.3f}x {event.interval or ''}"
+        elif isinstance(event, (ev.Verify, ev.Skip)):
+            label, detail = event.kind, event.model_dump_json()
+        else:
+            continue
+        table.add_row(str(item.seq), label, (item.candidate or "")[:8], detail[:90])
     console.print(table)

@@ -1,0 +1,171 @@
+"""The events of a run: one model per kind, built by the nodes, read back through :func:`parse`.
+
+A run's log in the store, the live view, ``kernelcast show``, the report, MCP progress and the JSONL
+stream all carry these. On the wire and in the store an event is its ``model_dump()`` (plus the run id
+and candidate hash); every reader turns that back into the model with :func:`parse`, so no reader
+guesses at fields. Old rows without a newer field read with its default.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RunEvent(BaseModel):
+    """Base of every event; ``kind`` names it in the store and on the wire."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    kind: ClassVar[str]
+
+
+class Start(RunEvent):
+    kind: ClassVar[str] = "start"
+    config: dict[str, Any] = Field(default_factory=dict)
+    device: str = ""
+
+
+class Generated(RunEvent):
+    kind: ClassVar[str] = "generated"
+    parent: str | None = None
+    children: list[str] = Field(default_factory=list)
+    report: str = ""
+
+
+class GeneratorError(RunEvent):
+    kind: ClassVar[str] = "generator_error"
+    error: str
+
+
+class Learn(RunEvent):
+    kind: ClassVar[str] = "learn"
+    pairs: int
+    seconds: float | None = None
+    model: str = ""
+    error: str | None = None
+
+
+class ForecastRound(RunEvent):
+    kind: ClassVar[str] = "forecast"
+    n: int
+    failed: int = 0
+    informative: int | None = None
+
+
+class Route(RunEvent):
+    """A routing decision with the forecast's P(beat the incumbent) and the incumbent of that moment."""
+
+    kind: ClassVar[str] = "route"
+    decision: str
+    reason: str = ""
+    p_beat: float | None = None
+    incumbent: float | None = None
+    audit: bool = False
+    trusted_as: str = ""
+    informative: bool | None = None
+
+
+class InFlight(RunEvent):
+    kind: ClassVar[str] = "in_flight"
+    phase: str
+    workers: int = 1
+    candidates: list[str] = Field(default_factory=list)
+
+
+class Spend(RunEvent):
+    """A measurement was bought (and stored before this event)."""
+
+    kind: ClassVar[str] = "spend"
+    phase: str = "search"
+    status: str
+    speedup: float | None = None
+    spent: int
+    budget: int
+    flags: list[str] = Field(default_factory=list)
+    in_flight: list[str] = Field(default_factory=list)
+
+
+class Reused(RunEvent):
+    kind: ClassVar[str] = "reused"
+    phase: str
+    reason: str = ""
+
+
+class Skip(RunEvent):
+    kind: ClassVar[str] = "skip"
+    reason: str
+
+
+class Progress(RunEvent):
+    kind: ClassVar[str] = "progress"
+    spent: int
+    budget: int
+    considered: int
+    counts: dict[str, int] = Field(default_factory=dict)
+    best_speedup: float | None = None
+
+
+class Verify(RunEvent):
+    kind: ClassVar[str] = "verify"
+    predicted_bin: int | None = None
+    measured_bin: int
+    forecast_right: bool
+
+
+class Confirm(RunEvent):
+    kind: ClassVar[str] = "confirm"
+    first: float | None = None
+    confirmed: float | None = None
+    interval: list[float] | None = None
+    status: str
+
+
+class NoiseFloor(RunEvent):
+    kind: ClassVar[str] = "noise_floor"
+    speedup: float | None = None
+    interval: list[float] = Field(default_factory=list)
+
+
+class Finish(RunEvent):
+    kind: ClassVar[str] = "finish"
+    best: str | None = None
+    speedup: float | None = None
+    spent: int
+
+
+class Error(RunEvent):
+    kind: ClassVar[str] = "error"
+    error: str
+
+
+class Unknown(RunEvent):
+    """An event of a kind this version does not know (a newer writer): kept, never guessed at."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    kind: ClassVar[str] = "unknown"
+
+
+EVENT_TYPES: dict[str, type[RunEvent]] = {cls.kind: cls for cls in (
+    Start, Generated, GeneratorError, Learn, ForecastRound, Route, InFlight, Spend, Reused, Skip, Progress, Verify,
+    Confirm, NoiseFloor, Finish, Error)}
+
+
+def parse(kind: str, payload: dict[str, Any]) -> RunEvent:
+    """The typed event from its stored or transmitted form (``run_id``/``candidate`` keys are ignored)."""
+    return EVENT_TYPES.get(kind, Unknown).model_validate(payload)
+
+
+class LoggedEvent(BaseModel):
+    """One row of a run's log in the store, typed."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    seq: int
+    candidate: str | None
+    event: RunEvent
+
+
+def logged(rows: list[dict[str, Any]]) -> list[LoggedEvent]:
+    """The store's event rows (``Store.events``) as typed events, in order."""
+    return [LoggedEvent(seq=int(r["seq"]), candidate=r["candidate_hash"], event=parse(r["kind"], r["payload"]))
+            for r in rows]
