@@ -8,9 +8,9 @@ node reuses a stored measurement instead of buying it twice.
 
 from __future__ import annotations
 
-import copy
 import math
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from kernelcast.agents.forecast import Forecast, LearnsFromMeasurements, record_forecast
@@ -20,7 +20,7 @@ from kernelcast.graphs import puct
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.errors import SearchFailed
 from kernelcast.graphs.routing import RoutingInput
-from kernelcast.graphs.state import NodeRecord, SearchState, outcome_counts
+from kernelcast.graphs.state import DECISION_OUTCOME, NodeRecord, SearchState, TreeEdit, outcome_counts
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import Measurement, MeasureConfig
 from kernelcast.tools.measurer import REPLAY_MISSING_FLAG
@@ -39,7 +39,7 @@ def confirmation_config(config: MeasureConfig) -> MeasureConfig:
                                      "max_batches": 2 * config.max_batches})
 
 
-def top_measured(nodes: dict[str, NodeRecord], k: int) -> list[str]:
+def top_measured(nodes: Mapping[str, NodeRecord], k: int) -> list[str]:
     """The ``k`` correct measured nodes with the highest first speedups (the candidates to confirm)."""
     measured = [key for key, n in nodes.items() if n["outcome"] in ("measured", "verified") and n["speedup"]]
     return sorted(measured, key=lambda key: -(nodes[key]["speedup"] or 0.0))[:k]
@@ -73,11 +73,11 @@ class SearchNodes:
             return 0
         return max(0, left)
 
-    def _measure(self, state_nodes: dict[str, NodeRecord], key: str, phase: str) -> Measurement | None:
+    def _measure(self, state_nodes: TreeEdit, key: str, phase: str) -> Measurement | None:
         """Measure one candidate (see :meth:`_measure_many`)."""
         return self._measure_many(state_nodes, [key], phase)[key]
 
-    def _measure_many(self, state_nodes: dict[str, NodeRecord], keys: list[str], phase: str,
+    def _measure_many(self, state_nodes: TreeEdit, keys: list[str], phase: str,
                       ) -> dict[str, Measurement | None]:
         """Measure candidates concurrently through the measurer; None for those the budget cannot pay.
 
@@ -148,7 +148,7 @@ class SearchNodes:
         root = new_node(ref, None, 0, 0, outcome="root")
         self.ctx.emit(ev.Start(config=self.ctx.config.model_dump(), device=self.ctx.hardware.key))
         return {"run_id": self.ctx.run_id, "iteration": 0, "nodes": {ref.hash: root}, "parent": None, "children": [],
-                "to_measure": [], "spent": 0, "empty_rounds": 0, "finished": False, "stop_reason": "", "best": None,
+                "to_measure": [], "empty_rounds": 0, "finished": False, "stop_reason": "", "best": None,
                 "measurements_to_best": 0}
 
     def select(self, state: SearchState) -> dict[str, Any]:
@@ -159,7 +159,7 @@ class SearchNodes:
 
     def generate(self, state: SearchState) -> dict[str, Any]:
         ctx = self.ctx
-        nodes = copy.deepcopy(state["nodes"])
+        nodes = TreeEdit(state["nodes"])
         parent_key = state["parent"]
         assert parent_key is not None
         parent = ctx.store.candidate(parent_key)
@@ -191,7 +191,7 @@ class SearchNodes:
         empty = state.get("empty_rounds", 0) + 1 if not children else 0
         if not children:
             nodes[parent_key]["exhausted"] = True
-        return {"nodes": nodes, "children": children, "empty_rounds": empty}
+        return {"nodes": nodes.changes(), "children": children, "empty_rounds": empty}
 
     def teach_forecaster(self) -> None:
         """Let a learning forecaster retrain on this run's measurements once new ones have arrived.
@@ -220,7 +220,7 @@ class SearchNodes:
     def forecast(self, state: SearchState) -> dict[str, Any]:
         ctx = self.ctx
         self.teach_forecaster()
-        nodes = copy.deepcopy(state["nodes"])
+        nodes = TreeEdit(state["nodes"])
         keys = state["children"]
         cands = [ctx.store.candidate(k) for k in keys]
         try:
@@ -239,7 +239,7 @@ class SearchNodes:
             nodes[key]["prior"] = prior
         ctx.emit(ev.ForecastRound(n=len(keys), failed=sum(1 for f in forecasts if f.failed)),
                  candidate_hash=state["parent"], store=False)
-        return {"nodes": nodes}
+        return {"nodes": nodes.changes()}
 
     def route(self, state: SearchState) -> dict[str, Any]:
         """Route on P(child beats the incumbent), trusting forecasts only as far as calibration certifies
@@ -249,7 +249,7 @@ class SearchNodes:
         from kernelcast.graphs.trust import RouteRecord, calibration_rows
 
         ctx = self.ctx
-        nodes = copy.deepcopy(state["nodes"])
+        nodes = TreeEdit(state["nodes"])
         best = state.get("best")
         incumbent = max(1.0, (nodes[best]["speedup"] or 1.0) if best else 1.0)  # the reference is 1.0
         items, informative = [], {}
@@ -281,14 +281,14 @@ class SearchNodes:
             if routed.decision == "measure":
                 to_measure.append(key)
             else:
-                node["outcome"] = {"accept": "accepted", "prune": "pruned", "drop": "dropped"}[routed.decision]  # type: ignore[typeddict-item]
+                node["outcome"] = DECISION_OUTCOME[routed.decision].value  # plain str in checkpoints
             ctx.emit(ev.Route(decision=routed.decision, reason=routed.reason, p_beat=routed.p_beat,
                               incumbent=incumbent, audit=routed.audit, trusted_as=routed.trusted_as,
                               informative=informative[key]), candidate_hash=key)
-        return {"nodes": nodes, "to_measure": to_measure}
+        return {"nodes": nodes.changes(), "to_measure": to_measure}
 
     def measure(self, state: SearchState) -> dict[str, Any]:
-        nodes = copy.deepcopy(state["nodes"])
+        nodes = TreeEdit(state["nodes"])
         best, to_best = state.get("best"), state.get("measurements_to_best", 0)
         results = self._measure_many(nodes, list(state["to_measure"]), "search")
         for key in state["to_measure"]:
@@ -300,24 +300,24 @@ class SearchNodes:
                 continue
             nodes[key]["outcome"] = "measured" if result.ok else "failed"
             best, to_best = self._track_best(nodes, key, best, to_best)
-        return {"nodes": nodes, "to_measure": [], "spent": self.spent(), "best": best, "measurements_to_best": to_best}
+        return {"nodes": nodes.changes(), "to_measure": [], "best": best, "measurements_to_best": to_best}
 
     def backup(self, state: SearchState) -> dict[str, Any]:
-        nodes = copy.deepcopy(state["nodes"])
+        nodes = TreeEdit(state["nodes"])
         cursor = state.get("parent")
         while cursor is not None and cursor in nodes:
             nodes[cursor]["visits"] += 1
             cursor = nodes[cursor]["parent"]
         best = state.get("best")
         self.ctx.emit(self.progress(nodes, best), store=False)
-        return {"nodes": nodes, "spent": self.spent()}
+        return {"nodes": nodes.changes()}
 
     def verify(self, state: SearchState) -> dict[str, Any]:
         """Spend what is left (the reserve) measuring the most promising unverified nodes."""
         if len(state["nodes"]) == 1:  # nothing was ever proposed: an error, never "finished, 0 spent"
             raise SearchFailed(f"the {self.ctx.config.generator} generator proposed no candidate in "
                                f"{state.get('iteration', 0)} rounds; {self.last_generator_problem()}")
-        nodes = copy.deepcopy(state["nodes"])
+        nodes = TreeEdit(state["nodes"])
         best, to_best = state.get("best"), state.get("measurements_to_best", 0)
         accepted = sorted((k for k, n in nodes.items() if n["outcome"] == "accepted"),
                           key=lambda k: -(nodes[k]["forecast"] or {}).get("expected_log_speedup", 0.0))
@@ -343,7 +343,7 @@ class SearchNodes:
                                      status=result.status.value), candidate_hash=key)
         if any(n["confirmed"] for n in nodes.values()):
             self.noise_floor()
-        return {"nodes": nodes, "spent": self.spent(), "best": best, "measurements_to_best": to_best,
+        return {"nodes": nodes.changes(), "best": best, "measurements_to_best": to_best,
                 "finished": True, "stop_reason": self.stop_reason(state)}
 
     def noise_floor(self) -> Measurement | None:
@@ -391,13 +391,13 @@ class SearchNodes:
                 why = "the search ended"
         return f"stopped: {why}, {of}"
 
-    def _track_best(self, nodes: dict[str, NodeRecord], key: str, best: str | None, to_best: int) -> tuple[str | None, int]:
+    def _track_best(self, nodes: Mapping[str, NodeRecord], key: str, best: str | None, to_best: int) -> tuple[str | None, int]:
         speed = nodes[key]["speedup"]
         if speed is not None and (best is None or speed > (nodes[best]["speedup"] or 0.0)):
             return key, self.spent()
         return best, to_best
 
-    def progress(self, nodes: dict[str, NodeRecord], best: str | None) -> ev.Progress:
+    def progress(self, nodes: Mapping[str, NodeRecord], best: str | None) -> ev.Progress:
         return ev.Progress(spent=self.spent(), budget=self.ctx.config.budget, considered=len(nodes) - 1,
                            counts=outcome_counts(nodes), best_speedup=nodes[best]["speedup"] if best else None)
 

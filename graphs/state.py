@@ -7,11 +7,28 @@ the store's events as well.
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from collections.abc import Iterator, Mapping
+from enum import StrEnum
+from typing import Annotated, TypedDict, cast
 
-Outcome = Literal["root", "pending", "measured", "failed", "accepted", "verified", "pruned", "dropped"]
+
+class Outcome(StrEnum):
+    """Where a node of the search tree stands (a str, so checkpoints and JSON hold plain words)."""
+
+    root = "root"
+    pending = "pending"
+    measured = "measured"
+    failed = "failed"
+    accepted = "accepted"  # trusted on its forecast: expandable, never reported until measured
+    verified = "verified"  # accepted, then measured correct
+    pruned = "pruned"
+    dropped = "dropped"
+
+
 # Terminal classes every considered candidate ends in (the router's invariant):
-CONSIDERED_CLASSES = ("measured", "failed", "accepted", "verified", "pruned", "dropped")
+CONSIDERED_CLASSES = tuple(o.value for o in Outcome if o not in (Outcome.root, Outcome.pending))
+# The one map from a router's decision (other than "measure") to the node's outcome:
+DECISION_OUTCOME: dict[str, Outcome] = {"accept": Outcome.accepted, "prune": Outcome.pruned, "drop": Outcome.dropped}
 
 
 class ForecastSummary(TypedDict):
@@ -27,7 +44,7 @@ class NodeRecord(TypedDict):
     parent: str | None
     depth: int
     iteration: int
-    outcome: Outcome
+    outcome: str  # an Outcome value (plain str in checkpoints)
     speedup: float | None  # measured speedup (correct measurements only)
     cv: float | None
     forecast: ForecastSummary | None
@@ -40,7 +57,7 @@ class NodeRecord(TypedDict):
     confirmed_ci: list[float] | None  # its 95 % bootstrap interval
 
 
-def outcome_counts(nodes: dict[str, NodeRecord]) -> dict[str, int]:
+def outcome_counts(nodes: Mapping[str, NodeRecord]) -> dict[str, int]:
     """How many nodes ended in each outcome (the root included)."""
     counts: dict[str, int] = {}
     for node in nodes.values():
@@ -48,14 +65,48 @@ def outcome_counts(nodes: dict[str, NodeRecord]) -> dict[str, int]:
     return counts
 
 
+def merge_nodes(current: dict[str, NodeRecord] | None, update: dict[str, NodeRecord]) -> dict[str, NodeRecord]:
+    """LangGraph reducer: a node returns only the records it changed; they replace the old ones."""
+    return {**(current or {}), **update}
+
+
+class TreeEdit(Mapping[str, NodeRecord]):
+    """A node function's view of the tree: records are copied when touched, so the function can edit
+    them freely, and :meth:`changes` returns only the records that differ (what the node returns)."""
+
+    def __init__(self, base: Mapping[str, NodeRecord]) -> None:
+        self._base = base
+        self._copies: dict[str, NodeRecord] = {}
+
+    def __getitem__(self, key: str) -> NodeRecord:
+        if key not in self._copies:
+            self._copies[key] = cast(NodeRecord, dict(self._base[key]))
+        return self._copies[key]
+
+    def __setitem__(self, key: str, record: NodeRecord) -> None:
+        self._copies[key] = record
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._copies or key in self._base
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._base
+        yield from (k for k in self._copies if k not in self._base)
+
+    def __len__(self) -> int:
+        return len(self._base) + sum(1 for k in self._copies if k not in self._base)
+
+    def changes(self) -> dict[str, NodeRecord]:
+        return {k: v for k, v in self._copies.items() if self._base.get(k) != v}
+
+
 class SearchState(TypedDict, total=False):
     run_id: str
     iteration: int
-    nodes: dict[str, NodeRecord]
+    nodes: Annotated[dict[str, NodeRecord], merge_nodes]
     parent: str | None
     children: list[str]
     to_measure: list[str]
-    spent: int
     empty_rounds: int
     finished: bool
     stop_reason: str
