@@ -379,7 +379,8 @@ def render_html(run: RunData, others: Sequence[RunData], images: dict[str, str],
              ("forecaster", row["config"].get("forecaster", "?")), ("sizes", row["config"].get("sizes", "?")),
              ("measurements", f"{row['spent']} of {row['budget']}"),
              ("candidates considered", summary.get("considered", len(run.tree) - 1 if run.tree else 0)),
-             ("best speedup (confirmed)", best), ("stop reason", summary.get("stop_reason", "-")), ("path", " → ".join(summary.get("best_path", [])) or "-")]
+             ("best speedup (confirmed)", best), ("stop reason", summary.get("stop_reason", "-")),
+             ("path", " → ".join(summary.get("best_path", [])) or "-")]
     if others:
         facts.append(("compared with", ", ".join(o.run_id for o in others)))
     fact_rows = "".join(f"<tr><th>{e(str(k))}</th><td>{e(str(v))}</td></tr>" for k, v in facts)

@@ -1,6 +1,7 @@
 """Independent numpy implementations of the CUDA built-in tasks (float64 math, float32 result).
 
-Argument names follow the OpenCL built-ins (X/Y, A/out, A/B). Each function takes the task's input arrays (flat, as the harness makes them) and sizes and
+Argument names follow the OpenCL built-ins (X/Y, A/out, A/B). Each function takes the task's input arrays
+(flat, as the harness makes them) and sizes and
 returns the expected outputs by argument name. The tests compare a task's reference kernel and
 its template points against these, so a wrong reference cannot certify itself.
 """

@@ -9,7 +9,8 @@ import pytest
 
 import kernelcast.tools.bins
 from kernelcast.agents import bins
-from kernelcast.agents.bins import expected_bin, expected_log_speedup, expected_speedup, normalized_entropy, speedup_bin, top2_margin
+from kernelcast.agents.bins import (expected_bin, expected_log_speedup, expected_speedup, normalized_entropy, speedup_bin,
+                                   top2_margin)
 
 ABOVE = 1e-9
 

@@ -117,7 +117,7 @@ def test_template_space_is_real(name: str) -> None:
             sizes = task.sizes(which)  # type: ignore[arg-type]
             glob = [int(evaluate(g, sizes)) for g in cand.global_size]
             loc = [int(evaluate(g, sizes)) for g in cand.local_size or []]
-            assert all(g % l == 0 for g, l in zip(glob, loc))
+            assert all(g % size == 0 for g, size in zip(glob, loc))
 
 
 # ---- the reference kernels against numpy ----------------------------------------------------

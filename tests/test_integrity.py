@@ -6,6 +6,7 @@ flagged, never reported as a speedup. (Confinement of inputs: tests/test_confine
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,9 +150,8 @@ def test_a_broken_selected_device_stops_the_worker_with_its_reason(tmp_path: Pat
     device_probe._memo.clear()
 
 
-def kc(home: Path, *args: str, **env_extra: str) -> "subprocess.CompletedProcess[str]":
+def kc(home: Path, *args: str, **env_extra: str) -> subprocess.CompletedProcess[str]:
     import os
-    import subprocess
     import sys
 
     env = {**os.environ, "KERNELCAST_HOME": str(home), "COLUMNS": "200", **env_extra}

@@ -126,7 +126,7 @@ def resolve_geometry(candidate: Candidate, sizes: dict[str, int], max_wg: int,
     if loc is not None:
         if len(loc) != len(glob):
             raise InvalidCandidate(f"local size {loc} and global size {glob} differ in rank")
-        if any(l <= 0 or g % l for g, l in zip(glob, loc)):
+        if any(size <= 0 or g % size for g, size in zip(glob, loc)):
             raise InvalidCandidate(f"global size {glob} is not a multiple of local size {loc}")
         if max_wg and math.prod(loc) > max_wg:
             raise InvalidCandidate(f"work-group of {math.prod(loc)} items exceeds the device limit {max_wg}")

@@ -14,10 +14,11 @@ import os
 import socket
 import sqlite3
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import sqlite_utils
 
@@ -29,7 +30,7 @@ SCHEMA_VERSION = 2  # = len(MIGRATIONS); add a step there before changing the sc
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 class StoreError(RuntimeError):
@@ -243,7 +244,7 @@ class Store:
     def create_run(self, task: str, device: str, config: dict[str, Any], budget: int, folder: str = "",
                    run_id: str | None = None) -> str:
         # 64 random bits: ids are guessable by nobody and never collide across machines sharing a store
-        run_id = run_id or f"{task}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:16]}"
+        run_id = run_id or f"{task}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:16]}"
         with self.db.conn:
             self.db["runs"].insert({"id": run_id, "task": task, "device": device, "status": "running",
                                     "config": json.dumps(config), "budget": budget, "spent": 0, "best_candidate": None,
@@ -385,7 +386,7 @@ def _owner_alive(row: dict[str, Any]) -> bool:
     beat = row.get("heartbeat")
     if not beat:
         return False
-    age = (datetime.now(timezone.utc) - datetime.fromisoformat(beat)).total_seconds()
+    age = (datetime.now(UTC) - datetime.fromisoformat(beat)).total_seconds()
     return age < HEARTBEAT_STALE_S
 
 

@@ -20,7 +20,8 @@ app = typer.Typer(help="Build the measured dataset (resumable).", no_args_is_hel
 
 @app.command("build")
 def build(
-    tasks: str | None = typer.Option(None, "--tasks", help="comma-separated tasks (default: every OpenCL built-in; CUDA tasks are measured by the CUDA backend)"),
+    tasks: str | None = typer.Option(None, "--tasks", help="comma-separated tasks (default: every OpenCL built-in; "
+                                     "CUDA tasks are measured by the CUDA backend)"),
     per_task: int = typer.Option(40, "--per-task", "-n", help="candidates per task"),
     limit: int | None = typer.Option(None, "--limit", help="stop after this many new measurements"),
     seed: int = typer.Option(0, "--seed"),

@@ -73,8 +73,8 @@ class Runner(ABC):
                local_size: tuple[int, ...] | None) -> float:
         """Run once, wait, and return the device-event time in nanoseconds."""
 
-    def flush_caches(self) -> None:
+    def flush_caches(self) -> None:  # noqa: B027 - optional hook: a no-op where caches need no flushing
         """Evict device caches between timed launches where that is meaningful (GPU L2)."""
 
-    def release(self, buf: Any) -> None:
+    def release(self, buf: Any) -> None:  # noqa: B027 - optional hook: buffers are freed with the context otherwise
         """Free a buffer early (optional)."""

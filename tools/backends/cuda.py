@@ -170,9 +170,9 @@ def launch_dims(global_size: tuple[int, ...], local_size: tuple[int, ...] | None
         loc = tuple(block)
     else:
         loc = tuple(int(x) for x in local_size) + (1,) * (3 - len(local_size))
-    if any(l <= 0 or g % l for g, l in zip(glob, loc)):
+    if any(size <= 0 or g % size for g, size in zip(glob, loc)):
         raise DeviceRuntimeError(f"global size {global_size} is not a multiple of the block {local_size}")
-    grid = tuple(g // l for g, l in zip(glob, loc))
+    grid = tuple(g // size for g, size in zip(glob, loc))
     return loc, grid  # type: ignore[return-value]
 
 
