@@ -6,10 +6,10 @@ select → generate → forecast → route → (measure) → backup → [continu
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
@@ -23,9 +23,9 @@ from kernelcast.graphs.state import SearchState
 RECURSION_LIMIT = 100_000
 
 
-def build_graph(ctx: RunContext) -> StateGraph:
+def build_graph(ctx: RunContext) -> StateGraph[SearchState]:
     nodes = SearchNodes(ctx)
-    graph = StateGraph(SearchState)
+    graph: StateGraph[SearchState] = StateGraph(SearchState)
     graph.add_node("init", nodes.init)
     graph.add_node("select", nodes.select)
     graph.add_node("generate", nodes.generate)
@@ -34,7 +34,10 @@ def build_graph(ctx: RunContext) -> StateGraph:
     graph.add_node("measure", nodes.measure)
     graph.add_node("backup", nodes.backup)
     graph.add_node("verify", nodes.verify)
-    graph.add_node("report", _report_node(ctx))
+    def report(state: SearchState) -> dict[str, Any]:
+        return write_report(ctx, state)
+
+    graph.add_node("report", report)
     graph.add_edge(START, "init")
     graph.add_edge("init", "select")
     graph.add_conditional_edges("select", after_select, {"generate": "generate", "finish": "verify"})
@@ -48,16 +51,14 @@ def build_graph(ctx: RunContext) -> StateGraph:
     return graph
 
 
-def _report_node(ctx: RunContext) -> Callable[[SearchState], dict[str, Any]]:
-    def report(state: SearchState) -> dict[str, Any]:
-        result = build_result(state, ctx, "finished")
-        write_run_folder(result, state, ctx.store, ctx.task.language)
-        ctx.store.update_run(ctx.run_id, status="finished", spent=result.spent, best_candidate=result.best_hash,
-                             best_speedup=result.best_speedup, summary=result.model_dump())
-        ctx.emit(Finish(best=result.best_hash, speedup=result.best_speedup, spent=result.spent))
-        return {"finished": True}
-
-    return report
+def write_report(ctx: RunContext, state: SearchState) -> dict[str, Any]:
+    """The last step: the run's result, folder and row."""
+    result = build_result(state, ctx, "finished")
+    write_run_folder(result, state, ctx.store, ctx.task.language)
+    ctx.store.update_run(ctx.run_id, status="finished", spent=result.spent, best_candidate=result.best_hash,
+                         best_speedup=result.best_speedup, summary=result.model_dump())
+    ctx.emit(Finish(best=result.best_hash, speedup=result.best_speedup, spent=result.spent))
+    return {"finished": True}
 
 
 def checkpointer(path: Path) -> SqliteSaver:
@@ -71,13 +72,13 @@ def execute(ctx: RunContext, checkpoint_path: Path, resume: bool = False) -> Run
     """Run the graph to the end (or continue a checkpointed run) and return the result."""
     saver = checkpointer(checkpoint_path)
     app = build_graph(ctx).compile(checkpointer=saver)
-    config = {"configurable": {"thread_id": ctx.run_id}, "recursion_limit": RECURSION_LIMIT}
+    config: RunnableConfig = {"configurable": {"thread_id": ctx.run_id}, "recursion_limit": RECURSION_LIMIT}
     try:
         snapshot = app.get_state(config)
         if resume and snapshot.values and not snapshot.next:
             state = snapshot.values  # already finished
         else:
-            start = None if (resume and snapshot.values) else {"run_id": ctx.run_id}
+            start: SearchState | None = None if (resume and snapshot.values) else {"run_id": ctx.run_id}
             for _ in app.stream(start, config, stream_mode="updates"):
                 pass
             state = app.get_state(config).values
@@ -90,4 +91,4 @@ def execute(ctx: RunContext, checkpoint_path: Path, resume: bool = False) -> Run
         raise
     finally:
         saver.conn.close()
-    return build_result(state, ctx, "finished" if state.get("finished") else "interrupted")
+    return build_result(cast(SearchState, state), ctx, "finished" if state.get("finished") else "interrupted")

@@ -26,8 +26,9 @@ from kernelcast.tools.measurement import Measurement, MeasureConfig
 from kernelcast.tools.measurer import REPLAY_MISSING_FLAG
 
 
-def new_node(candidate: Candidate, parent: str | None, depth: int, iteration: int, outcome: str = "pending") -> NodeRecord:
-    return NodeRecord(hash=candidate.hash, parent=parent, depth=depth, iteration=iteration, outcome=outcome,  # type: ignore[typeddict-item]
+def new_node(candidate: Candidate, parent: str | None, depth: int, iteration: int,
+             outcome: str = "pending") -> NodeRecord:
+    return NodeRecord(hash=candidate.hash, parent=parent, depth=depth, iteration=iteration, outcome=outcome,
                       speedup=None, cv=None, forecast=None, prior=1.0, visits=0, intent=candidate.intent, reason="",
                       exhausted=False, confirmed=None, confirmed_ci=None)
 
@@ -37,6 +38,11 @@ def confirmation_config(config: MeasureConfig) -> MeasureConfig:
     return config.model_copy(update={"min_reps": max(config.min_reps, 20), "target_seconds": 4 * config.target_seconds,
                                      "ci_target": config.ci_target / 2, "max_timing_seconds": 2 * config.max_timing_seconds,
                                      "max_batches": 2 * config.max_batches})
+
+
+def expected_log_speedup(node: NodeRecord) -> float:
+    """The forecast's expected log speedup of a node, 0 (no change) without a forecast."""
+    return node["forecast"]["expected_log_speedup"] if node["forecast"] is not None else 0.0
 
 
 def top_measured(nodes: Mapping[str, NodeRecord], k: int) -> list[str]:
@@ -110,16 +116,16 @@ class SearchNodes:
             if ctx.measurer.simulated and REPLAY_MISSING_FLAG in measured.flags:
                 results[candidate.hash] = None  # a replay without this candidate: nothing was bought
                 continue
-            result = measured.model_copy(update={"phase": phase})
-            ctx.store.add_measurement(result, run_id=ctx.run_id)
-            results[candidate.hash] = result
-            ctx.emit(ev.Spend(phase=phase, status=result.status.value, speedup=result.speedup, spent=self.spent(),
-                              budget=ctx.config.budget, flags=result.flags,
+            bought = measured.model_copy(update={"phase": phase})
+            ctx.store.add_measurement(bought, run_id=ctx.run_id)
+            results[candidate.hash] = bought
+            ctx.emit(ev.Spend(phase=phase, status=bought.status.value, speedup=bought.speedup, spent=self.spent(),
+                              budget=ctx.config.budget, flags=bought.flags,
                               in_flight=[f"{f.worker}:{f.candidate_hash[:8]}" for f in ctx.measurer.in_flight()]),
                      candidate_hash=candidate.hash)
-        for key, result in results.items():
-            if result is not None:
-                self._apply(state_nodes[key], result, phase)
+        for key, answer in results.items():
+            if answer is not None:
+                self._apply(state_nodes[key], answer, phase)
         return results
 
     @staticmethod
@@ -320,7 +326,7 @@ class SearchNodes:
         nodes = TreeEdit(state["nodes"])
         best, to_best = state.get("best"), state.get("measurements_to_best", 0)
         accepted = sorted((k for k, n in nodes.items() if n["outcome"] == "accepted"),
-                          key=lambda k: -(nodes[k]["forecast"] or {}).get("expected_log_speedup", 0.0))
+                          key=lambda k: -expected_log_speedup(nodes[k]))
         confirm_reserve = min(self.ctx.config.confirm_top, len(top_measured(nodes, self.ctx.config.confirm_top)))
         for key in accepted:
             if self.spent() >= self.ctx.config.budget - confirm_reserve:
@@ -329,7 +335,8 @@ class SearchNodes:
             if result is None:
                 break
             nodes[key]["outcome"] = "verified" if result.ok else "failed"
-            predicted = (nodes[key]["forecast"] or {}).get("predicted_bin")
+            forecast = nodes[key]["forecast"]
+            predicted = forecast["predicted_bin"] if forecast is not None else None
             self.ctx.emit(ev.Verify(predicted_bin=predicted, measured_bin=result.bin(),
                                     forecast_right=predicted == result.bin()), candidate_hash=key)
             best, to_best = self._track_best(nodes, key, best, to_best)

@@ -105,9 +105,9 @@ def optimize(task: str | Path, *, budget: int = 24, router: str = "selective", t
     from kernelcast.graphs.run import start_run
 
     settings = get_settings()
-    config = RunConfig(task=str(task), budget=budget, router=router, threshold=threshold, generator=generator,  # type: ignore[arg-type]
+    config = RunConfig(task=str(task), budget=budget, router=router, threshold=threshold, generator=generator,
                        forecaster=forecaster, model=model or settings.model,
-                       device=device or settings.device, seed=seed, sizes=sizes,  # type: ignore[arg-type]
+                       device=device or settings.device, seed=seed, sizes=sizes,
                        measure_per_round=measure_per_round, **extra)
     with store_scope(store) as db:
         return start_run(config, db, run_env(on_event))

@@ -24,8 +24,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
+from pydantic import BaseModel
 
 from kernelcast import chat_tools as ops
 from kernelcast.chat_commands import ARGS, REGISTRY, CommandError, parse_command, validate_call
@@ -34,6 +36,12 @@ from kernelcast.settings import get_settings
 
 YES = {"y", "yes", "approve", "approved", "ok", "go", "sure"}
 NO = {"n", "no", "cancel", "deny", "stop"}
+
+
+def describe_output(output: BaseModel) -> str:
+    """A tool's result as the conversation shows it (every tool output model has ``text()``)."""
+    text = getattr(output, "text", None)
+    return text() if callable(text) else output.model_dump_json()
 
 
 # ---- the graph ----------------------------------------------------------------------------
@@ -110,7 +118,7 @@ class ChatGraph:
         try:
             reply = self.client.complete(model_messages(state["messages"]), schema=Action, json_schema=ACTION_SCHEMA,
                                          max_tokens=self.max_tokens)
-            action: Action = reply.parsed  # type: ignore[assignment]
+            action = Action.model_validate(reply.parsed)
         except LLMError as exc:
             if exc.kind == "parse" and exc.text and exc.text.strip():  # plain prose: the model answered
                 return {"messages": [{"role": "assistant", "content": exc.text.strip()}], "call": None,
@@ -153,7 +161,7 @@ class ChatGraph:
         if call["tool"] == "optimize_kernel":
             kwargs["on_event"] = self.on_event
         try:
-            text = fn(**kwargs).text()
+            text = describe_output(fn(**kwargs))
         except ops.OperationError as exc:
             text = f"error: {exc}"
         except Exception as exc:  # noqa: BLE001 - one broken call must not end the conversation
@@ -210,7 +218,8 @@ class ChatSession:
                                     max_retries=1)
         self._saver = checkpointer((home or settings.home) / "chat.db")
         self.graph = ChatGraph(self.client, max_steps, max_tokens, on_event).build().compile(checkpointer=self._saver)
-        self.config = {"configurable": {"thread_id": self.session_id}, "recursion_limit": 4 * max_steps + 10}
+        self.config: RunnableConfig = {"configurable": {"thread_id": self.session_id},
+                                       "recursion_limit": 4 * max_steps + 10}
 
     # ---- state ------------------------------------------------------------------------------
     def history(self) -> list[Message]:

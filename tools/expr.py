@@ -67,7 +67,7 @@ def evaluate(expr: str | int | float, names: Mapping[str, int | float]) -> int |
     return _eval(tree, names, src)
 
 
-def evaluate_int(expr: str | int, names: Mapping[str, int | float]) -> int:
+def evaluate_int(expr: str | int | float, names: Mapping[str, int | float]) -> int:
     """Evaluate an expression that must produce a whole number (sizes, geometry)."""
     value = evaluate(expr, names)
     if isinstance(value, float):

@@ -259,8 +259,8 @@ class Harness:
     def measure(self, task: Task, candidate: Candidate, config: MeasureConfig) -> Measurement:
         """The full protocol. Never raises for a bad candidate: the status says what went wrong."""
         start = time.perf_counter()
-        base = dict(task=task.name, candidate_hash=candidate.hash, device=self.runner.hardware_spec().key,
-                    sizes=config.sizes, seeds=list(config.seeds))
+        base: dict[str, Any] = dict(task=task.name, candidate_hash=candidate.hash,
+                                    device=self.runner.hardware_spec().key, sizes=config.sizes, seeds=list(config.seeds))
         kernel_ns = 0.0
         compile_ms = 0.0
         try:
@@ -285,19 +285,19 @@ class Harness:
                 return Measurement(**base, status=Status.correct, reason="correct (not timed)", compile_ms=compile_ms,
                                    cache_hit=cache_hit, wall_ms=(time.perf_counter() - start) * 1e3)
             timing_seed = config.seeds[0] if config.seeds else 0
-            expected = (self._reference_outputs(task, reference, ref_kernel, sizes, config.sizes, timing_seed,
-                                                ref_geometry) if config.check_correctness else None)
+            timing_expected = (self._reference_outputs(task, reference, ref_kernel, sizes, config.sizes, timing_seed,
+                                                       ref_geometry) if config.check_correctness else None)
             ref_stats, cand_stats, interval, flags, timed_ns = self._time(task, ref_kernel, kernel, sizes,
-                                                                          ref_geometry, geometry, config, expected)
+                                                                          ref_geometry, geometry, config, timing_expected)
             kernel_ns += timed_ns
             reason = "correct on seeds " + ",".join(map(str, config.seeds))
             if config.check_correctness and config.verify_timed:
                 final_seed = fresh_seed(config.seeds)
-                expected = self._reference_outputs(task, reference, ref_kernel, sizes, config.sizes, final_seed,
-                                                   ref_geometry)
+                fresh_expected = self._reference_outputs(task, reference, ref_kernel, sizes, config.sizes, final_seed,
+                                                         ref_geometry)
                 result = run_once(self.runner, task, kernel, sizes, make_inputs(task, sizes, final_seed), geometry)
                 kernel_ns += result.elapsed_ns
-                problems = result.problems + compare_outputs(task, expected, result.outputs)
+                problems = result.problems + compare_outputs(task, fresh_expected, result.outputs)
                 if problems:
                     raise WrongResult(f"final check on fresh inputs (seed {final_seed}): " + "; ".join(problems))
                 reason += f", timed launches checked, final check on fresh seed {final_seed}"

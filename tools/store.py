@@ -72,7 +72,7 @@ class Store:
 
         A database already at the current version is not written to, so read-only stores open."""
         db = self.db
-        has_meta = db["meta"].exists()
+        has_meta = db.table("meta").exists()
         row = db.execute("select value from meta where key = 'schema_version'").fetchone() if has_meta else None
         current = int(row[0]) if row is not None else 0
         if current > SCHEMA_VERSION:
@@ -83,10 +83,10 @@ class Store:
             raise StoreError(f"{self.path}: schema version {current} needs an upgrade to {SCHEMA_VERSION}; "
                              "open it writable once")
         with db.conn:
-            db["meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
+            db.table("meta").create({"key": str, "value": str}, pk="key", if_not_exists=True)
             for step in MIGRATIONS[current:]:
                 step(db)
-            db["meta"].upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+            db.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
 
     @property
     def schema_version(self) -> int:
@@ -97,7 +97,7 @@ class Store:
         import hashlib
 
         with self.db.conn:
-            self.db["tasks"].upsert({"name": task.name, "path": str(task.path), "language": task.language,
+            self.db.table("tasks").upsert({"name": task.name, "path": str(task.path), "language": task.language,
                                      "spec": task.spec.model_dump_json(by_alias=True),
                                      "source_hash": hashlib.sha256(task.source.encode()).hexdigest()[:16],
                                      "updated_at": _now()}, pk="name")
@@ -105,12 +105,12 @@ class Store:
     def upsert_device(self, spec: HardwareSpec) -> None:
         """Remember a device's spec so forecasters trained later see the hardware of each measurement."""
         with self.db.conn:
-            self.db["devices"].upsert({"key": spec.key, "spec": spec.model_dump_json(), "updated_at": _now()}, pk="key")
+            self.db.table("devices").upsert({"key": spec.key, "spec": spec.model_dump_json(), "updated_at": _now()}, pk="key")
 
     def record_probe_verdict(self, key: str, driver: str, reason: str) -> None:
         """A device's probe verdict ("" = healthy) for this driver version (a new driver is probed again)."""
         with self.db.conn:
-            self.db["device_probes"].upsert({"key": key, "driver": driver, "reason": reason, "checked_at": _now()},
+            self.db.table("device_probes").upsert({"key": key, "driver": driver, "reason": reason, "checked_at": _now()},
                                             pk=("key", "driver"))
 
     def probe_verdict(self, key: str, driver: str) -> str | None:
@@ -119,7 +119,7 @@ class Store:
         return None if row is None else str(row[0])
 
     def devices(self) -> dict[str, HardwareSpec]:
-        return {r["key"]: HardwareSpec.model_validate_json(r["spec"]) for r in self.db["devices"].rows}
+        return {r["key"]: HardwareSpec.model_validate_json(r["spec"]) for r in self.db.table("devices").rows}
 
     def task_paths(self) -> dict[str, str]:
         """Task name -> the task file it was loaded from (so data of tasks loaded from a path can be featurized)."""
@@ -129,7 +129,7 @@ class Store:
         """Remember a once-per-device measurement (e.g. the triad bandwidth the roofline prior uses)."""
         payload = json.dumps({"value": value, "detail": detail or {}, "measured_at": _now()})
         with self.db.conn:
-            self.db["meta"].upsert({"key": f"probe:{name}:{device}", "value": payload}, pk="key")
+            self.db.table("meta").upsert({"key": f"probe:{name}:{device}", "value": payload}, pk="key")
 
     def device_probe(self, device: str, name: str) -> float | None:
         row = self.db.execute("select value from meta where key = ?", [f"probe:{name}:{device}"]).fetchone()
@@ -138,7 +138,7 @@ class Store:
     def add_candidate(self, candidate: Candidate) -> str:
         """Insert once by content hash (first parent/intent wins); returns the hash."""
         with self.db.conn:
-            self.db["candidates"].insert({
+            self.db.table("candidates").insert({
                 "hash": candidate.hash, "task": candidate.task, "source": candidate.source,
                 "global_size": json.dumps(candidate.global_size), "local_size": json.dumps(candidate.local_size),
                 "build_options": json.dumps(candidate.build_options), "params": json.dumps(candidate.params),
@@ -165,7 +165,7 @@ class Store:
     # ---- measurements ---------------------------------------------------------------
     def add_measurement(self, m: Measurement, run_id: str | None = None) -> int:
         with self.db.conn:
-            table = self.db["measurements"]
+            table = self.db.table("measurements")
             table.insert({
                 "task": m.task, "candidate_hash": m.candidate_hash, "device": m.device, "sizes": m.sizes,
                 "status": m.status.value, "reason": m.reason, "speedup": m.speedup, "bin": m.bin(),
@@ -173,7 +173,7 @@ class Store:
                 "cand_median_ns": m.candidate.median_ns if m.candidate else None,
                 "cand_cv": m.candidate.cv if m.candidate else None, "flags": json.dumps(m.flags),
                 "run_id": run_id, "data": m.model_dump_json(), "created_at": m.created_at})
-            return int(table.last_pk)
+            return int(table.last_pk or 0)
 
     def measurements(self, task: str | None = None, device: str | None = None, candidate_hash: str | None = None,
                      run_id: str | None = None, sizes: str | None = None) -> list[Measurement]:
@@ -213,12 +213,12 @@ class Store:
                      probabilities: list[float], predicted_bin: int, confidence: float, failed: bool,
                      reasoning: str = "", provenance: dict[str, Any] | None = None, run_id: str | None = None) -> int:
         with self.db.conn:
-            table = self.db["forecasts"]
+            table = self.db.table("forecasts")
             table.insert({"task": task, "candidate_hash": candidate_hash, "device": device, "forecaster": forecaster,
                           "model": model, "probabilities": json.dumps(probabilities), "predicted_bin": predicted_bin,
                           "confidence": confidence, "failed": int(failed), "reasoning": reasoning,
                           "provenance": json.dumps(provenance or {}), "run_id": run_id, "created_at": _now()})
-            return int(table.last_pk)
+            return int(table.last_pk or 0)
 
     def forecast_rows(self, forecaster: str | None = None, model: str | None = None, task: str | None = None,
                       run_id: str | None = None, with_measurement: bool = False) -> list[dict[str, Any]]:
@@ -246,7 +246,7 @@ class Store:
         # 64 random bits: ids are guessable by nobody and never collide across machines sharing a store
         run_id = run_id or f"{task}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:16]}"
         with self.db.conn:
-            self.db["runs"].insert({"id": run_id, "task": task, "device": device, "status": "running",
+            self.db.table("runs").insert({"id": run_id, "task": task, "device": device, "status": "running",
                                     "config": json.dumps(config), "budget": budget, "spent": 0, "best_candidate": None,
                                     "best_speedup": None, "summary": "{}", "folder": folder, "created_at": _now(),
                                     "updated_at": _now(), "owner_pid": os.getpid(), "owner_host": socket.gethostname(),
@@ -274,7 +274,7 @@ class Store:
         if "summary" in fields and not isinstance(fields["summary"], str):
             fields["summary"] = json.dumps(fields["summary"])
         with self.db.conn:
-            self.db["runs"].update(run_id, {**fields, "updated_at": _now()})
+            self.db.table("runs").update(run_id, {**fields, "updated_at": _now()})
 
     def run(self, run_id: str) -> dict[str, Any] | None:
         """The run with this id, or the only run whose id starts with it (wildcards are literal)."""
@@ -303,7 +303,7 @@ class Store:
         """Append an event to a run's log; the sequence number is assigned in the same transaction."""
         with self.db.conn:
             seq = self.db.execute("select coalesce(max(seq), 0) + 1 from events where run_id = ?", [run_id]).fetchone()[0]
-            self.db["events"].insert({"run_id": run_id, "seq": seq, "kind": kind, "candidate_hash": candidate_hash,
+            self.db.table("events").insert({"run_id": run_id, "seq": seq, "kind": kind, "candidate_hash": candidate_hash,
                                       "payload": json.dumps(payload or {}, default=str), "created_at": _now()})
         return int(seq)
 
@@ -408,39 +408,39 @@ def _row_to_candidate(row: dict[str, Any]) -> Candidate:
 
 def _v1_base(db: sqlite_utils.Database) -> None:
     """The original tables (``if_not_exists``: databases that predate versioning already have them)."""
-    db["tasks"].create({"name": str, "path": str, "language": str, "spec": str, "source_hash": str,
+    db.table("tasks").create({"name": str, "path": str, "language": str, "spec": str, "source_hash": str,
                         "updated_at": str}, pk="name", if_not_exists=True)
-    db["devices"].create({"key": str, "spec": str, "updated_at": str}, pk="key", if_not_exists=True)
-    db["candidates"].create({"hash": str, "task": str, "source": str, "global_size": str, "local_size": str,
+    db.table("devices").create({"key": str, "spec": str, "updated_at": str}, pk="key", if_not_exists=True)
+    db.table("candidates").create({"hash": str, "task": str, "source": str, "global_size": str, "local_size": str,
                              "build_options": str, "params": str, "parent": str, "intent": str,
                              "generator": str, "created_at": str}, pk="hash", if_not_exists=True)
-    db["measurements"].create({"id": int, "task": str, "candidate_hash": str, "device": str, "sizes": str,
+    db.table("measurements").create({"id": int, "task": str, "candidate_hash": str, "device": str, "sizes": str,
                                "status": str, "reason": str, "speedup": float, "bin": int,
                                "ref_median_ns": float, "cand_median_ns": float, "cand_cv": float,
                                "flags": str, "run_id": str, "data": str, "created_at": str},
                               pk="id", if_not_exists=True)
-    db["forecasts"].create({"id": int, "task": str, "candidate_hash": str, "device": str, "forecaster": str,
+    db.table("forecasts").create({"id": int, "task": str, "candidate_hash": str, "device": str, "forecaster": str,
                             "model": str, "probabilities": str, "predicted_bin": int, "confidence": float,
                             "failed": int, "reasoning": str, "provenance": str, "run_id": str,
                             "created_at": str}, pk="id", if_not_exists=True)
-    db["runs"].create({"id": str, "task": str, "device": str, "status": str, "config": str, "budget": int,
+    db.table("runs").create({"id": str, "task": str, "device": str, "status": str, "config": str, "budget": int,
                        "spent": int, "best_candidate": str, "best_speedup": float, "summary": str,
                        "folder": str, "created_at": str, "updated_at": str}, pk="id", if_not_exists=True)
-    db["events"].create({"id": int, "run_id": str, "seq": int, "kind": str, "candidate_hash": str,
+    db.table("events").create({"id": int, "run_id": str, "seq": int, "kind": str, "candidate_hash": str,
                          "payload": str, "created_at": str}, pk="id", if_not_exists=True)
     for table, cols in [("measurements", ["task", "device"]), ("measurements", ["candidate_hash"]),
                         ("forecasts", ["candidate_hash"]), ("forecasts", ["forecaster", "model"]),
                         ("events", ["run_id", "seq"]), ("candidates", ["task"])]:
-        db[table].create_index(cols, if_not_exists=True)
+        db.table(table).create_index(cols, if_not_exists=True)
 
 
 def _v2_probes_and_run_owners(db: sqlite_utils.Database) -> None:
     """Device probe verdicts, and who drives a run (so a dead owner reads as "interrupted")."""
-    db["device_probes"].create({"key": str, "driver": str, "reason": str, "checked_at": str},
+    db.table("device_probes").create({"key": str, "driver": str, "reason": str, "checked_at": str},
                                pk=("key", "driver"), if_not_exists=True)
     for column, kind in (("owner_pid", int), ("owner_host", str), ("heartbeat", str)):
-        if column not in db["runs"].columns_dict:
-            db["runs"].add_column(column, kind)
+        if column not in db.table("runs").columns_dict:
+            db.table("runs").add_column(column, kind)
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1_base, _v2_probes_and_run_owners]
