@@ -2,7 +2,7 @@
 independent numpy implementation on two seeds (within the task's own tolerance), and
 tunable templates have a real search space whose points compile and are correct.
 
-All device work goes through one measurement worker (PoCL's CPU device) at the tasks'
+All device work goes through one measurement worker (the default OpenCL device) at the tasks'
 small sizes.
 """
 

@@ -1,4 +1,4 @@
-"""The optimization graph end to end on the real PoCL device (small sizes to stay fast)."""
+"""The optimization graph end to end on the real default OpenCL device (small sizes to stay fast)."""
 
 from __future__ import annotations
 

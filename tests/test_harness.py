@@ -1,4 +1,4 @@
-"""The measurement protocol on the real PoCL device: every failure class, caches, isolation."""
+"""The measurement protocol on the real default OpenCL device: every failure class, caches, isolation."""
 
 from __future__ import annotations
 
