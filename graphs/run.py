@@ -58,6 +58,9 @@ def resume_run(run_id: str, store: Store, env: RunEnv) -> RunResult:
     if row["status"] == "running":
         raise RunError(f"run {row['id']} is still running in process {row.get('owner_pid')}; not resuming it twice")
     config = RunConfig.model_validate(row["config"])
+    if config.generator == "external":
+        raise RunError(f"run {row['id']} is a session: its candidates come from its caller; reopen it with "
+                       "session_status or kernelcast.Session(session=ID)")
     with open_measurer(config, task_backend(config.task), store) as measurer:
         ctx = build_context(row["id"], config, store, env, measurer)
         store.claim_run(row["id"])

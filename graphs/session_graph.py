@@ -14,8 +14,7 @@ valid candidate changes nothing and waits again. The session ends only when the 
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
@@ -24,11 +23,12 @@ from pydantic import BaseModel, Field, ValidationError
 
 from kernelcast.agents.dedup import Deduplicator
 from kernelcast.agents.generator import ProposalReport, Validator
+from kernelcast.graphs import events as ev
 from kernelcast.graphs.context import RunContext
-from kernelcast.graphs.graph import _report_node
+from kernelcast.graphs.graph import write_report
 from kernelcast.graphs.nodes import SearchNodes, after_select, new_node, should_measure
 from kernelcast.graphs.puct import EXPANDABLE
-from kernelcast.graphs.state import SearchState
+from kernelcast.graphs.state import NodeRecord, SearchState, TreeEdit
 from kernelcast.tools.candidate import Candidate
 
 EXTERNAL = "external"  # the generator name of a session's runs
@@ -40,13 +40,13 @@ class SubmittedCandidate(BaseModel):
     """One candidate from the caller: device source plus launch geometry, build options and intent."""
 
     source: str = Field(description="device source with the reference kernel's name and argument list")
-    global_size: list[str] | None = Field(None, description="global size expressions (default: the parent's)")
-    local_size: list[str] | None = Field(None, description="local size expressions (default: the parent's; "
+    global_size: list[str] | None = Field(default=None, description="global size expressions (default: the parent's)")
+    local_size: list[str] | None = Field(default=None, description="local size expressions (default: the parent's; "
                                                            "[] lets the runtime choose)")
     build_options: list[str] = Field(default_factory=list, description="compiler options")
-    intent: str = Field("", description="what the change is meant to do (shown in the search tree)")
-    task: str | None = Field(None, description="the task the candidate was written for (checked when given)")
-    params: dict[str, Any] | None = Field(None, description="template point the source instantiates, if any")
+    intent: str = Field(default="", description="what the change is meant to do (shown in the search tree)")
+    task: str | None = Field(default=None, description="the task the candidate was written for (checked when given)")
+    params: dict[str, Any] | None = Field(default=None, description="template point the source instantiates, if any")
 
 
 class SessionCommand(BaseModel):
@@ -64,8 +64,8 @@ class Verdict(BaseModel):
     valid: bool
     hash: str | None = None
     intent: str = ""
-    reason: str = Field("", description="rejection reason code (a Validator reason, wrong_task or malformed)")
-    detail: str = Field("", description="how it was validated, or why it was rejected")
+    reason: str = Field(default="", description="rejection reason code (a Validator reason, wrong_task or malformed)")
+    detail: str = Field(default="", description="how it was validated, or why it was rejected")
 
 
 class SessionState(SearchState, total=False):
@@ -75,7 +75,7 @@ class SessionState(SearchState, total=False):
     finish_requested: bool
 
 
-def expandable(nodes: dict[str, Any], key: str) -> bool:
+def expandable(nodes: Mapping[str, NodeRecord], key: str) -> bool:
     return key in nodes and nodes[key]["outcome"] in EXPANDABLE
 
 
@@ -91,8 +91,9 @@ class SessionNodes:
                                              "iteration": state.get("iteration", 0)},
                                             response_schema=SessionCommand)
         if command.action == "finish":
-            return {"finish_requested": True, "children": [], "to_measure": []}
-        nodes = copy.deepcopy(state["nodes"])
+            return {"finish_requested": True, "children": [], "to_measure": [],
+                    "stop_reason": "the caller finished the session"}
+        nodes = TreeEdit(state["nodes"])
         parent_key = command.parent or state.get("parent")
         submissions = state.get("submissions", 0) + 1
         if parent_key is None or not expandable(nodes, parent_key):  # the front door checks this first
@@ -105,15 +106,15 @@ class SessionNodes:
             self.ctx.store.add_candidate(cand)
             nodes[cand.hash] = new_node(cand, parent_key, nodes[parent_key]["depth"] + 1, state.get("iteration", 0))
             children.append(cand.hash)
-        self.ctx.emit("generated", {"parent": parent_key, "children": children, "report": self._summary(verdicts)},
-                      parent_key)
+        self.ctx.emit(ev.Generated(parent=parent_key, children=children, report=self._summary(verdicts)),
+                      candidate_hash=parent_key)
         update: dict[str, Any] = {"verdicts": [v.model_dump() for v in verdicts], "round_parent": parent_key,
                                   "children": children, "submissions": submissions}
         if children:
-            update.update(nodes=nodes, parent=parent_key, to_measure=[], empty_rounds=0)
+            update.update(nodes=nodes.changes(), parent=parent_key, to_measure=[], empty_rounds=0)
         return update
 
-    def validate(self, nodes: dict[str, Any], parent_key: str,
+    def validate(self, nodes: Mapping[str, NodeRecord], parent_key: str,
                  submitted: Iterable[SubmittedCandidate]) -> tuple[list[Verdict], list[Candidate]]:
         """Each submission through the generators' Validator (compiled by the run's measurer), against the tree
         and this device's measured kernels: a kernel already bought is never bought again."""
@@ -157,7 +158,7 @@ class SessionNodes:
         return verdicts, accepted
 
     @staticmethod
-    def _duplicate_detail(key: str, nodes: dict[str, Any], measured: dict[str, Any]) -> str:
+    def _duplicate_detail(key: str, nodes: Mapping[str, NodeRecord], measured: Mapping[str, Any]) -> str:
         if key in nodes:
             return f"{key[:8]} is already in this session's tree (outcome {nodes[key]['outcome']})"
         if key in measured:
@@ -189,7 +190,7 @@ def build_session_graph(ctx: RunContext) -> StateGraph:
     graph.add_node("measure", nodes.measure)
     graph.add_node("backup", nodes.backup)
     graph.add_node("verify", nodes.verify)
-    graph.add_node("report", _report_node(ctx))
+    graph.add_node("report", lambda state: write_report(ctx, state))
     graph.add_edge(START, "init")
     graph.add_edge("init", "select")
     graph.add_conditional_edges("select", after_select, {"generate": "await_candidates", "finish": "verify"})

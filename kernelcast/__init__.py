@@ -7,11 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["measure", "forecast", "optimize"]
+__all__ = ["measure", "forecast", "optimize", "Session"]
 
 
 def __getattr__(name: str) -> Any:
     # lazy: importing kernelcast must not open devices or pull in langgraph
+    if name == "Session":
+        from kernelcast.session import Session
+
+        return Session
     if name in __all__:
         from kernelcast import api
 

@@ -34,6 +34,7 @@ from kernelcast.chat_commands import ARGS, REGISTRY, CommandError, parse_command
 from kernelcast.chat_protocol import ACTION_SCHEMA, NO_MODEL_HELP, Action, Message, model_messages
 from kernelcast.settings import get_settings
 
+SPENDING_TOOLS = {"optimize_kernel", "submit_candidates", "finish_session", "submit_files", "finish_current"}
 YES = {"y", "yes", "approve", "approved", "ok", "go", "sure"}
 NO = {"n", "no", "cancel", "deny", "stop"}
 
@@ -158,7 +159,7 @@ class ChatGraph:
         assert call is not None
         fn = REGISTRY[call["tool"]]
         kwargs = dict(call["arguments"])
-        if call["tool"] == "optimize_kernel":
+        if call["tool"] in SPENDING_TOOLS:  # tools that measure report each measurement as it lands
             kwargs["on_event"] = self.on_event
         try:
             text = describe_output(fn(**kwargs))

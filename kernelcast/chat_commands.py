@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from kernelcast import api
 from kernelcast import chat_tools as ops
+from kernelcast.session_views import SessionResult, SessionStatus, SubmitOutput, Suggestions
 from kernelcast.tools.task import Task
 
 
@@ -47,6 +48,62 @@ def write_run_report(run_id: str, compare: list[str] | None = None) -> ReportOut
         return ReportOutput(html=str(write_report(run_id, compare=compare or [])))
 
 
+# ---- sessions from the chat: SESSION defaults to the most recent unfinished one ---------------------
+SessionOpt = Annotated[str | None, Field(description="session id (default: the most recent unfinished session)")]
+
+
+def current_session(session: str | None) -> str:
+    """The session named, or the most recent one still waiting for candidates."""
+    if session:
+        return session
+    with ops.clear_errors():
+        store = api.open_store()
+        try:
+            for row in store.runs(limit=200):
+                config = json.loads(row["config"]) if isinstance(row["config"], str) else row["config"]
+                if config.get("generator") == "external" and row["status"] not in ("finished", "failed"):
+                    return str(row["id"])
+        finally:
+            store.close()
+    raise ops.OperationError("no unfinished session: start one with /session start TASK")
+
+
+def suggest_next(session: SessionOpt = None, count: int = 1) -> Suggestions:
+    """/suggest [SESSION] [--count N]: the parents the search wants mutated next."""
+    return ops.suggest_parents(current_session(session), count)
+
+
+def submit_files(files: Annotated[list[str], Field(min_length=1, description="kernel sources or candidate .json")],
+                 session: SessionOpt = None, parent: str | None = None,
+                 on_event: ops.EventCallback | None = None) -> SubmitOutput:
+    """/submit FILE... [--session S] [--parent HASH]: submit kernel files as candidates."""
+    from pathlib import Path
+
+    from kernelcast.session import as_submitted
+    from kernelcast.tools.candidate import Candidate
+
+    with ops.clear_errors():
+        items = []
+        for name in files:
+            path = Path(name)
+            if not path.is_file():
+                raise ops.OperationError(f"candidate file {name} not found")
+            text = path.read_text()
+            items.append(as_submitted(Candidate.model_validate_json(text)) if path.suffix == ".json" else
+                         as_submitted({"source": text, "intent": f"from {path.name}"}))
+    return ops.submit_candidates(current_session(session), items, parent, on_event=on_event)
+
+
+def show_session(session: SessionOpt = None) -> SessionStatus:
+    """/status [SESSION]: where the session stands."""
+    return ops.session_status(current_session(session))
+
+
+def finish_current(session: SessionOpt = None, on_event: ops.EventCallback | None = None) -> SessionResult:
+    """/finish [SESSION]: confirm the best, write the report, close the session."""
+    return ops.finish_session(current_session(session), on_event=on_event)
+
+
 def _task(name: str) -> Task:
     with ops.clear_errors():
         return api.as_task(name)
@@ -63,9 +120,14 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
     "show": ("get_run", ["run_id"]),
     "compare": ("compare_runs", ["run_ids*"]),
     "report": ("write_run_report", ["run_id"]),
+    "session start": ("start_session", ["task"]),
+    "suggest": ("suggest_next", ["session"]),
+    "submit": ("submit_files", ["files*"]),
+    "status": ("show_session", ["session"]),
+    "finish": ("finish_current", ["session"]),
 }
-CHAT_ONLY: dict[str, Callable[..., BaseModel]] = {f.__name__: f for f in (measure_file, forecast_file,
-                                                                         write_run_report)}
+CHAT_ONLY: dict[str, Callable[..., BaseModel]] = {f.__name__: f for f in (
+    measure_file, forecast_file, write_run_report, suggest_next, submit_files, show_session, finish_current)}
 REGISTRY: dict[str, Callable[..., BaseModel]] = {**ops.TOOLS, **CHAT_ONLY}
 ARGS: dict[str, type[BaseModel]] = {name: ops.args_model(fn) for name, fn in REGISTRY.items()}
 
@@ -80,6 +142,12 @@ HELP = """Slash commands (no model needed):
   /show RUN                                one run
   /compare RUN RUN ...                     runs side by side
   /report RUN [--compare RUN]              write the HTML report with plots
+  /session start TASK [--budget N] [--router R] [--risk R] [--sizes small] [--forecaster F]
+                                           a session: you write the candidates, kernelcast spends the budget
+  /suggest [SESSION] [--count N]           the parents the search wants mutated next
+  /submit FILE... [--session S] [--parent HASH]   submit kernel files (or candidate .json) as children
+  /status [SESSION]                        where the session stands
+  /finish [SESSION]                        confirm the best, write the report
   /help, /quit
 Anything else goes to the model (when one is configured)."""
 
@@ -97,6 +165,8 @@ def parse_command(line: str) -> dict[str, Any] | str:
     if not words or words[0] == "help":
         return HELP
     name, rest = words[0], words[1:]
+    if rest and f"{name} {rest[0]}" in COMMANDS:  # two-word commands (/session start)
+        name, rest = f"{name} {rest[0]}", rest[1:]
     if name not in COMMANDS:
         raise CommandError(f"unknown command /{name} (type /help)")
     tool, positional_names = COMMANDS[name]

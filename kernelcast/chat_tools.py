@@ -20,6 +20,9 @@ from pydantic import BaseModel, Field, ValidationError, create_model
 
 from kernelcast.graphs.result import RunResult
 from kernelcast import api
+from kernelcast import session as sessions
+from kernelcast.graphs.session_graph import SubmittedCandidate
+from kernelcast.session_views import SessionResult, SessionStatus, SubmitOutput, Suggestions
 from kernelcast.tools.bins import BIN_NAMES
 from kernelcast.tools.candidate import Candidate, candidate_from_file, candidate_from_source
 from kernelcast.tools.measurement import Measurement
@@ -311,8 +314,70 @@ def compare_runs(run_ids: Annotated[list[str], Field(min_length=1, description="
     return RunList(runs=[get_run(r).model_copy(update={"best_source": None}) for r in run_ids])
 
 
+# ---- sessions: the caller is the generator ----------------------------------------------------
+SessionId = Annotated[str, Field(description="session id from start_session (or a unique prefix)")]
+
+
+def start_session(task: TaskName,
+                  budget: Annotated[int, Field(ge=1, le=500, description="hardware measurements to spend")] = 12,
+                  router: Annotated[Router, Field(description="which candidates are measured")] = "selective",
+                  risk: Annotated[float, Field(gt=0.0, lt=1.0, description="selective: tolerated share of false "
+                                                                           "prunes among trusted decisions")] = 0.1,
+                  sizes: SizesArg = "full",
+                  forecaster: Annotated[ForecasterName, Field(description="which forecaster")] = "learned",
+                  measure_per_round: Annotated[int, Field(ge=1, le=64, description="at most this many "
+                                                                                   "measurements per submission")] = 4,
+                  seed: Annotated[int, Field(description="random seed (audits)")] = 0) -> SessionStatus:
+    """Start a session: a search under a measurement budget whose candidates you write. Then repeat
+    suggest_parents -> submit_candidates, and end with finish_session (confirms the best, writes the report)."""
+    with clear_errors():
+        t = confined_task(task)
+        chosen = task if task in builtin_task_paths() else str(t.path.resolve())
+        session_id = sessions.start_session(chosen, budget, router, risk, sizes=sizes, forecaster=forecaster,
+                                            measure_per_round=measure_per_round, seed=seed)
+        return sessions.session_status(session_id)
+
+
+def suggest_parents(session: SessionId,
+                    count: Annotated[int, Field(ge=1, le=8, description="how many parents, best first")] = 1,
+                    ) -> Suggestions:
+    """The kernels the search wants mutated next (PUCT; the first is its choice), each with its source,
+    measured or forecast speedup, errors, the children already tried, plus the device's hardware spec."""
+    with clear_errors():
+        return sessions.suggest_parents(session, count)
+
+
+def submit_candidates(session: SessionId,
+                      candidates: Annotated[list[SubmittedCandidate], Field(min_length=1, max_length=64, description=(
+                          "candidate kernels: source with the reference's signature, optional geometry, build "
+                          "options and intent"))],
+                      parent: Annotated[str | None, Field(description="node to extend (hash or prefix; default: "
+                                                                      "the parent suggest_parents chose)")] = None,
+                      on_event: EventCallback | None = None) -> SubmitOutput:
+    """Submit candidate kernels as children of a parent: each is validated (compiled), forecast and routed
+    (measured, trusted, pruned or deferred, with the reason) under the session's budget; measurements are
+    reported as progress."""
+    with clear_errors():
+        return sessions.submit_candidates(session, parent, candidates, on_event=on_event)
+
+
+def session_status(session: SessionId) -> SessionStatus:
+    """Where a session stands: budget spent and left, tree outcomes, best so far, the last submission."""
+    with clear_errors():
+        return sessions.session_status(session)
+
+
+def finish_session(session: SessionId, on_event: EventCallback | None = None) -> SessionResult:
+    """Finish a session: verify trusted nodes, confirm the best with a re-measurement and an interval, write
+    the report; returns the confirmed best and the report path."""
+    with clear_errors():
+        return sessions.finish_session(session, on_event=on_event)
+
+
+SESSION_TOOLS = (start_session, suggest_parents, submit_candidates, session_status, finish_session)
 TOOLS: dict[str, Callable[..., BaseModel]] = {fn.__name__: fn for fn in (
-    list_tasks, describe_task, measure_kernel, forecast_speedup, optimize_kernel, get_run, list_runs, compare_runs)}
+    list_tasks, describe_task, measure_kernel, forecast_speedup, optimize_kernel, get_run, list_runs, compare_runs,
+    *SESSION_TOOLS)}
 
 
 # ---- shared helpers ---------------------------------------------------------------------

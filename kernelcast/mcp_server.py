@@ -3,10 +3,12 @@
 The tools are :mod:`kernelcast.chat_tools` functions published as they are
 (their annotations become the input and output schemas); this module only
 adapts them: every error becomes an MCP tool error with a one-line message
-(never a traceback), ``optimize_kernel`` runs in a worker thread and sends a
+(never a traceback), the tools that measure (``optimize_kernel``,
+``submit_candidates``, ``finish_session``) run in a worker thread and send a
 progress notification per hardware measurement, and the expensive tools
-(``measure_kernel``, ``optimize_kernel``) share a small number of slots: a
-call that finds none free is refused as busy instead of queueing device time.
+(those plus ``measure_kernel`` and ``start_session``) share a small number of
+slots: a call that finds none free is refused as busy instead of queueing
+device time.
 
 Over HTTP anyone who can reach the port could spend device time, so the HTTP
 server requires a bearer token (generated on first start into the home
@@ -41,14 +43,19 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from kernelcast import chat_tools as ops
 
+SESSION_TOOLS = ("start_session", "suggest_parents", "submit_candidates", "session_status", "finish_session")
 PUBLISHED = ("list_tasks", "describe_task", "measure_kernel", "forecast_speedup", "optimize_kernel", "get_run",
-             "list_runs")
+             "list_runs", *SESSION_TOOLS)
 INSTRUCTIONS = ("kernelcast optimizes OpenCL/CUDA kernels under a budget of hardware measurements. Start with "
                 "list_tasks and describe_task; measure_kernel and forecast_speedup check one kernel; "
-                "optimize_kernel runs a search (use sizes='small' and a small budget for a quick trial).")
+                "optimize_kernel runs a search (use sizes='small' and a small budget for a quick trial). To search "
+                "with kernels you write yourself: start_session, then suggest_parents and submit_candidates in "
+                "turn, then finish_session; a session resumes by id after a restart.")
 
 
-EXPENSIVE = ("measure_kernel", "optimize_kernel")  # tools that spend device time
+# tools that spend device time (a session's start runs the reference; submit and finish measure)
+EXPENSIVE = ("measure_kernel", "optimize_kernel", "start_session", "submit_candidates", "finish_session")
+PROGRESS = ("optimize_kernel", "submit_candidates", "finish_session")  # one progress notification per measurement
 DEFAULT_MAX_BUSY = 1  # concurrent expensive calls: measurements share one device, queueing only hides the wait
 TOKEN_FILE = "mcp_token"
 LOOPBACK_NAMES = ("localhost",)
@@ -66,7 +73,7 @@ def build_server(max_busy: int = DEFAULT_MAX_BUSY) -> MCPServer:
     for name in PUBLISHED:
         fn = ops.TOOLS[name]
         gate = slots if name in EXPENSIVE else None
-        server.add_tool(_with_progress(fn, gate) if name == "optimize_kernel" else _with_clear_errors(fn, gate),
+        server.add_tool(_with_progress(fn, gate) if name in PROGRESS else _with_clear_errors(fn, gate),
                         name=name, description=inspect.getdoc(fn))
     return server
 

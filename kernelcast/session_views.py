@@ -1,0 +1,283 @@
+"""What a session tells its caller: typed views of its tree, its rounds and its result.
+
+Built from the checkpointed state and the store only (never from a live context), so a finished session
+reads the same as an open one. Every front door returns these models; ``text()`` renders them for people
+and chat models.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from kernelcast.graphs.result import RunResult
+from kernelcast.graphs.session_graph import Verdict
+from kernelcast.tools.bins import BIN_NAMES
+from kernelcast.tools.measurement import HardwareSpec, Measurement
+from kernelcast.tools.store import Store
+
+if TYPE_CHECKING:
+    from kernelcast.graphs.session_graph import SessionState
+    from kernelcast.graphs.state import ForecastSummary
+
+Decision = Literal["measured", "trusted", "pruned", "deferred", "rejected", "pending"]
+SessionPhase = Literal["awaiting_candidates", "finished", "failed"]
+DECISIONS: dict[str, Decision] = {"measured": "measured", "failed": "measured", "verified": "measured",
+                                  "accepted": "trusted", "pruned": "pruned", "dropped": "deferred",
+                                  "pending": "pending"}
+
+
+class ForecastView(BaseModel):
+    probabilities: list[float] = Field(description="P(bin 1..8)")
+    predicted_bin: int
+    bin_name: str
+    confidence: float
+    expected_speedup: float
+    failed: bool = Field(description="true: uninformative (the router defers it to the hardware)")
+
+
+class MeasuredView(BaseModel):
+    status: str = Field(description="correct, or the failure class")
+    reason: str = ""
+    speedup: float | None = None
+    interval: tuple[float, float] | None = Field(default=None, description="95 % bootstrap interval of the speedup")
+    bin: int
+    bin_name: str
+    candidate_ms: float | None = None
+    reference_ms: float | None = None
+    phase: str = "search"
+    flags: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, m: Measurement) -> MeasuredView:
+        return cls(status=m.status.value, reason=m.reason[:1500], speedup=m.speedup, interval=m.speedup_ci,
+                   bin=m.bin(), bin_name=BIN_NAMES[m.bin()], phase=m.phase, flags=m.flags,
+                   candidate_ms=m.candidate.median_ns / 1e6 if m.candidate else None,
+                   reference_ms=m.reference.median_ns / 1e6 if m.reference else None)
+
+    def text(self) -> str:
+        if self.status != "correct":
+            return f"{self.status}: {self.reason.splitlines()[0] if self.reason else ''}"
+        return f"correct, {self.speedup:.3f}x (bin {self.bin} {self.bin_name})"
+
+
+class CandidateResult(BaseModel):
+    """What happened to one submitted candidate: validation, forecast, routing decision, measurement."""
+
+    index: int = Field(description="position in the submission")
+    hash: str | None = None
+    intent: str = ""
+    valid: bool
+    validation: str = Field(description="how it was validated, or why it was rejected")
+    rejection: str = Field(default="", description="rejection reason code (empty when valid)")
+    forecast: ForecastView | None = None
+    p_better: float | None = Field(default=None, description="forecast P(speedup > incumbent's)")
+    incumbent: float | None = Field(default=None, description="the speedup to beat when it was routed")
+    decision: Decision
+    decision_reason: str = ""
+    measurement: MeasuredView | None = None
+
+    def text(self) -> str:
+        head = f"#{self.index} {self.hash[:8] if self.hash else '--------'} {self.decision}"
+        if not self.valid:
+            return f"{head} ({self.rejection}): {self.validation}"
+        p = f", P(better) {self.p_better:.2f}" if self.p_better is not None else ""
+        forecast = self.forecast
+        fc = f" forecast {forecast.expected_speedup:.2f}x{p};" if forecast and not forecast.failed else ""
+        measured = f" measured {self.measurement.text()};" if self.measurement else ""
+        return f"{head}:{fc}{measured} {self.decision_reason}".rstrip(";")
+
+
+class SiblingView(BaseModel):
+    hash: str
+    intent: str
+    outcome: str
+    speedup: float | None = None
+    forecast_speedup: float | None = None
+    reason: str = ""
+
+
+class ParentSuggestion(BaseModel):
+    """A node the search wants mutated, with what a generator needs to mutate it well."""
+
+    hash: str
+    selected: bool = Field(description="the parent the search (PUCT) chose for the next round")
+    intent: str
+    outcome: str
+    depth: int
+    source: str
+    global_size: list[str]
+    local_size: list[str] | None
+    build_options: list[str]
+    params: dict[str, Any] | None = None
+    speedup: float | None = None
+    speedup_kind: Literal["reference", "measured", "forecast"] = "reference"
+    errors: list[str] = Field(default_factory=list, description="compile/runtime errors of it, its children and "
+                                                                "the last rejected submissions to it")
+    siblings: list[SiblingView] = Field(default_factory=list, description="its children already tried")
+
+    def text(self) -> str:
+        speed = f"{self.speedup:.3f}x ({self.speedup_kind})" if self.speedup else self.speedup_kind
+        lines = [f"{'*' if self.selected else ' '} {self.hash[:8]} depth {self.depth} {self.outcome} {speed}: "
+                 f"{self.intent}; {len(self.siblings)} children tried"]
+        lines += [f"    error: {e.splitlines()[0][:160]}" for e in self.errors[:3]]
+        return "\n".join(lines)
+
+
+class Suggestions(BaseModel):
+    session: str
+    task: str
+    parents: list[ParentSuggestion]
+    hardware: HardwareSpec
+    budget: int
+    spent: int
+    measurements_left: int = Field(description="measurements the search may still spend (the verification "
+                                               "reserve excluded)")
+    incumbent: float = Field(description="best measured speedup so far (1.0: the reference)")
+
+    def text(self) -> str:
+        head = (f"session {self.session} ({self.task} on {self.hardware.name}): {self.spent}/{self.budget} spent, "
+                f"{self.measurements_left} left for the search, incumbent {self.incumbent:.3f}x; parents:")
+        return "\n".join([head, *(p.text() for p in self.parents)])
+
+
+class SubmitOutput(BaseModel):
+    session: str
+    parent: str
+    results: list[CandidateResult]
+    spent: int
+    budget: int
+    measurements_left: int
+    best_speedup: float | None = None
+
+    def text(self) -> str:
+        counts: dict[str, int] = {}
+        for r in self.results:
+            counts[r.decision] = counts.get(r.decision, 0) + 1
+        head = (f"session {self.session}: {len(self.results)} candidates for {self.parent[:8]}: "
+                + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+                + f"; {self.spent}/{self.budget} spent, {self.measurements_left} left for the search")
+        return "\n".join([head, *(r.text() for r in self.results)])
+
+
+class SessionStatus(BaseModel):
+    session: str
+    task: str
+    device: str
+    state: SessionPhase
+    router: str
+    budget: int
+    spent: int
+    measurements_left: int
+    submissions: int
+    counts: dict[str, int] = Field(description="tree nodes by outcome (the root included)")
+    best_hash: str | None = None
+    best_speedup: float | None = None
+    parent: str | None = Field(default=None, description="the parent the search selected next (while awaiting)")
+    last_round: list[CandidateResult] = Field(default_factory=list, description="the last submission's results")
+    folder: str = ""
+
+    def text(self) -> str:
+        best = f"best {self.best_speedup:.3f}x ({self.best_hash[:8]})" if self.best_hash and self.best_speedup \
+            else "no measured improvement yet"
+        return (f"session {self.session}: {self.task}, {self.state}, router {self.router}, {self.spent}/{self.budget} "
+                f"spent ({self.measurements_left} left for the search), {self.submissions} submissions, {best}; "
+                + ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items())))
+
+
+class SessionResult(BaseModel):
+    """A finished session: the confirmed best (re-measured with an interval) and the report."""
+
+    session: str
+    result: RunResult = Field(description="the run's result: best, confirmed speedup and interval, verdict")
+    report: str = Field(description="path of the run's report (README.md in the run folder)")
+    best_source: str | None = None
+
+    def text(self) -> str:
+        r = self.result
+        if not r.best_hash:
+            return f"session {self.session} finished: no correct candidate was measured; report {self.report}"
+        interval = f" [{r.best_interval[0]:.3f}, {r.best_interval[1]:.3f}]" if r.best_interval else ""
+        return (f"session {self.session} finished: best {r.best_hash[:8]} {r.best_speedup:.3f}x{interval} "
+                f"({'confirmed' if r.confirmed else 'not confirmed'}; {r.verdict}); spent {r.spent}/{r.budget}; "
+                f"report {self.report}")
+
+
+# ---- built from the state and the store ---------------------------------------------------------
+def _forecast_speedup(summary: ForecastSummary | None) -> float | None:
+    return math.exp(summary["expected_log_speedup"]) if summary else None
+
+
+def _forecast_view(summary: ForecastSummary | None) -> ForecastView | None:
+    if not summary:
+        return None
+    return ForecastView(probabilities=summary["probabilities"], predicted_bin=summary["predicted_bin"],
+                        bin_name=BIN_NAMES[summary["predicted_bin"]], confidence=summary["confidence"],
+                        expected_speedup=math.exp(summary["expected_log_speedup"]), failed=summary["failed"])
+
+
+def round_results(store: Store, run_id: str, state: SessionState) -> list[CandidateResult]:
+    """The last submission's candidates, each with its verdict, forecast, routing decision and measurement."""
+    from kernelcast.graphs.events import Route
+
+    nodes = state.get("nodes", {})
+    routes = {e["candidate_hash"]: Route.model_validate(e["payload"]) for e in store.events(run_id, kind="route")}
+    bought: dict[str, Measurement] = {}
+    for m in store.measurements(run_id=run_id):
+        if m.phase != "confirm":
+            bought.setdefault(m.candidate_hash, m)
+    out = []
+    for raw in state.get("verdicts", []):
+        verdict = Verdict.model_validate(raw)
+        if not verdict.valid or verdict.hash not in nodes:
+            out.append(CandidateResult(index=verdict.index, hash=verdict.hash, intent=verdict.intent, valid=False,
+                                       validation=verdict.detail, rejection=verdict.reason, decision="rejected",
+                                       decision_reason="rejected before forecasting: nothing spent"))
+            continue
+        key = str(verdict.hash)
+        node = nodes[key]
+        route = routes.get(key)
+        decision = DECISIONS.get(node["outcome"], "pending")
+        reason = route.reason if route else ""
+        if node["outcome"] == "dropped" and node["reason"] and route and route.decision == "measure":
+            reason = node["reason"]  # routed to the hardware, but the budget ran out first
+        measured = bought.get(key)
+        out.append(CandidateResult(index=verdict.index, hash=verdict.hash, intent=verdict.intent, valid=True,
+                                   validation=verdict.detail, forecast=_forecast_view(node["forecast"]),
+                                   p_better=route.p_beat if route else None,
+                                   incumbent=route.incumbent if route else None, decision=decision,
+                                   decision_reason=reason,
+                                   measurement=MeasuredView.of(measured) if measured else None))
+    return out
+
+
+def parent_suggestion(store: Store, state: SessionState, key: str, selected: bool) -> ParentSuggestion:
+    """A node the caller may extend, with the feedback a generator needs (from the tree and the store)."""
+    nodes = state["nodes"]
+    node = nodes[key]
+    cand = store.candidate(key)
+    assert cand is not None, f"candidate {key} missing from the store"
+    speedup: float | None
+    if node["outcome"] == "root":
+        speedup, kind = 1.0, "reference"
+    elif node["speedup"]:
+        speedup, kind = node.get("confirmed") or node["speedup"], "measured"
+    else:
+        speedup, kind = _forecast_speedup(node["forecast"]), "forecast"
+    children = [k for k, n in nodes.items() if n["parent"] == key]
+    siblings = [SiblingView(hash=k, intent=nodes[k]["intent"], outcome=nodes[k]["outcome"], speedup=nodes[k]["speedup"],
+                            forecast_speedup=_forecast_speedup(nodes[k]["forecast"]), reason=nodes[k]["reason"])
+                for k in children]
+    errors = [f"{key[:8]}: {node['reason']}"] if node["outcome"] == "failed" and node["reason"] else []
+    errors += [f"child {k[:8]} ({nodes[k]['intent']}): {nodes[k]['reason']}" for k in children
+               if nodes[k]["outcome"] == "failed" and nodes[k]["reason"]]
+    if state.get("round_parent") == key:
+        errors += [f"rejected #{v['index']} ({v['reason']}): {v['detail']}" for v in state.get("verdicts", [])
+                   if not v["valid"] and v["reason"] in ("compile_error", "signature", "kernel_name", "geometry",
+                                                          "build_options", "host_code", "malformed")]
+    return ParentSuggestion(hash=key, selected=selected, intent=node["intent"] or "reference", outcome=node["outcome"],
+                            depth=node["depth"], source=cand.source, global_size=cand.global_size,
+                            local_size=cand.local_size, build_options=cand.build_options, params=cand.params,
+                            speedup=speedup, speedup_kind=kind, errors=errors, siblings=siblings)
