@@ -22,6 +22,7 @@ run: setup
 # which import-linter and mypy cannot follow through an editable install.
 lint: setup
 	rm -rf .lint && $(PY) -m pip install --quiet --no-deps --target .lint/site . > .lint.log 2>&1 || (cat .lint.log; exit 1)
+	rm -rf build
 	cd .lint && PYTHONPATH=site ../$(VENV)/bin/lint-imports --config ../pyproject.toml
 	$(VENV)/bin/ruff check .
 	cd .lint/site && ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml -p kernelcast
