@@ -357,13 +357,25 @@ class Harness:
         fresh = {arg.name: (inputs[arg.name] if arg.intent == "inout" else poison(np.dtype(arg.dtype),
                                                                                   buffer_count(arg, sizes)))
                  for arg in task.spec.args if isinstance(arg, BufferArg) and arg.intent != "in"}
+        pristine: dict[str, Any] = {}  # device copies of the inout inputs, restored from on the device
+        for name, array in fresh.items():
+            if name in inputs:
+                pristine[name] = runner.alloc(array.nbytes)
+                runner.upload(pristine[name], array)
         rng = np.random.default_rng(len(config.seeds) * 7919 + sum(config.seeds))
         total_ns = 0.0
 
+        def reset(bufs: dict[str, Any]) -> None:
+            """Outputs poisoned again, inout buffers restored: on the device, outside the timed event."""
+            for name, array in fresh.items():
+                if name in pristine:
+                    runner.copy(bufs[name], pristine[name], array)
+                else:
+                    runner.fill(bufs[name], array[:1].view(np.uint8), array.size)
+
         def launch(k: Any, args: list[Any], bufs: dict[str, Any], geom: Any) -> float:
             if config.verify_timed:
-                for name, array in fresh.items():
-                    runner.upload(bufs[name], array)
+                reset(bufs)
             runner.flush_caches()
             return runner.launch(k, args, *geom)
 
@@ -424,5 +436,5 @@ class Harness:
                             raise WrongResult(f"results changed during timing: read-only input {name!r} was modified")
             return ref_stats, cand_stats, (low, high), flags, total_ns
         finally:
-            for buf in [*ref_bufs.values(), *cand_bufs.values()]:
+            for buf in [*ref_bufs.values(), *cand_bufs.values(), *pristine.values()]:
                 runner.release(buf)

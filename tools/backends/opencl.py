@@ -157,6 +157,14 @@ class OpenCLRunner(Runner):
         self.cl.enqueue_copy(self.queue, buf.parent, payload)
         self.queue.finish()
 
+    def fill(self, buf: _Buf, pattern: np.ndarray, count: int) -> None:
+        """Device-side fill of the user region (no host transfer: re-poisoning stays cheap between launches)."""
+        self.cl.enqueue_fill_buffer(self.queue, buf.sub, np.ascontiguousarray(pattern), 0, buf.nbytes)
+
+    def copy(self, dst: _Buf, src: _Buf, array: np.ndarray) -> None:
+        """Device-to-device restore of an inout buffer from its pristine copy."""
+        self.cl.enqueue_copy(self.queue, dst.sub, src.sub, byte_count=dst.nbytes)
+
     def download(self, buf: _Buf, dtype: np.dtype, count: int) -> np.ndarray:
         out = np.empty(count, dtype=dtype)
         self.cl.enqueue_copy(self.queue, out, buf.sub)
