@@ -47,29 +47,43 @@ SEED_DATASET = Path(__file__).parent / "data" / "seed_pairs.jsonl.gz"
 
 
 def learned_forecaster(store: "Store | None", device: str | None, exclude_task: str | None = None,
-                       seed_path: Path = SEED_DATASET) -> Forecaster:
-    """Train on the store's measured pairs for this device; while the store holds fewer than the
-    model needs, add the shipped seed dataset's pairs measured on the same device."""
-    from kernelcast.agents.learned_forecaster import MIN_SAMPLES, LearnedForecaster, training_set
+                       seed_path: Path = SEED_DATASET, worker: "MeasurementWorker | None" = None) -> Forecaster:
+    """The run's forecaster: the roofline prior, blended with a forest trained on every device's measured
+    pairs in the store plus the shipped seed dataset (rows weighted by device similarity to ``device``),
+    corrected per task by the task's own measurements. Informative from the first forecast.
+
+    With a ``worker``, the device's bandwidth is probed once (a triad) and kept in the store.
+    """
+    from kernelcast.agents.blended_forecaster import BlendedForecaster
+    from kernelcast.agents.device_probe import device_bandwidth
+    from kernelcast.agents.features import device_similarity
+    from kernelcast.agents.learned_forecaster import LearnedForecaster, task_lookup, training_set
     from kernelcast.tools.store import Store
 
-    if store is None:
-        return UninformativeForecaster("learned forecaster without a store")
-    pairs = store.measured_pairs(device=device, sizes="full")
-    devices = store.devices()
+    pairs = store.measured_pairs(sizes="full") if store is not None else []
+    devices = store.devices() if store is not None else {}
     seeded = False
-    if len(pairs) < MIN_SAMPLES and seed_path.exists():
+    if seed_path.exists():
         seed_pairs, seed_devices = Store.read_pairs(seed_path)
         known = {(m.candidate_hash, m.device) for _, m in pairs}
-        extra = [(c, m) for c, m in seed_pairs if (device is None or m.device == device)
-                 and (m.candidate_hash, m.device) not in known]
+        extra = [(c, m) for c, m in seed_pairs if (m.candidate_hash, m.device) not in known]
         seeded = bool(extra)
         pairs = pairs + extra
         devices = {**seed_devices, **devices}
-    data = training_set(pairs, hardware=devices)
     if exclude_task is not None:
-        data = data.subset([t != exclude_task for t in data.tasks])
-    return LearnedForecaster(seeded=seeded).fit(data)
+        pairs = [(c, m) for c, m in pairs if m.task != exclude_task]
+    lookup = task_lookup(store)
+    data = training_set(pairs, lookup, hardware=devices)
+    target = worker.hardware_spec() if worker is not None else devices.get(device or "")
+    weights = [device_similarity(devices.get(dev), target) for dev in data.devices] if target is not None else None
+    cross = LearnedForecaster(seeded=seeded).fit(data, weights)
+
+    def bandwidth(hw: "HardwareSpec"):  # noqa: ANN202 - a Bandwidth
+        return device_bandwidth(store, hw, worker if worker is not None and target is not None
+                                and hw.key == target.key else None)
+
+    return BlendedForecaster(cross, data, history=pairs, hardware=devices, tasks=lookup, bandwidth=bandwidth,
+                             seeded=seeded)
 
 
 def make_generator(name: str, worker: "MeasurementWorker | None" = None, model: str | None = None,
@@ -86,10 +100,17 @@ def make_generator(name: str, worker: "MeasurementWorker | None" = None, model: 
 
 
 def make_forecaster(name: str, store: "Store | None" = None, device: str | None = None, model: str | None = None,
-                    api_base: str | None = None, exclude_task: str | None = None) -> Forecaster:
-    """``learned`` trains on the store's measured pairs (uninformative until it has enough data)."""
+                    api_base: str | None = None, exclude_task: str | None = None,
+                    worker: "MeasurementWorker | None" = None) -> Forecaster:
+    """``learned``: prior + forest + in-task model (informative from the first forecast); ``prior``: the
+    roofline prior alone."""
     if name == "learned":
-        return learned_forecaster(store, device, exclude_task)
+        return learned_forecaster(store, device, exclude_task, worker=worker)
+    if name == "prior":
+        from kernelcast.agents.blended_forecaster import BlendedForecaster
+        from kernelcast.agents.device_probe import device_bandwidth
+
+        return BlendedForecaster(bandwidth=lambda hw: device_bandwidth(store, hw, worker))
     if name == "llm":
         from kernelcast.agents.llm_forecaster import LLMForecaster
 
@@ -100,4 +121,4 @@ def make_forecaster(name: str, store: "Store | None" = None, device: str | None 
         return LLMForecaster(llm_client(model, api_base), mode="logprobs")
     if name == "none":
         return UninformativeForecaster()
-    raise ValueError(f"unknown forecaster {name!r} (expected learned, llm, llm-logprobs or none)")
+    raise ValueError(f"unknown forecaster {name!r} (expected learned, prior, llm, llm-logprobs or none)")

@@ -96,9 +96,12 @@ def _body_features(source: str, entry: str, language: str) -> tuple[tuple[str, f
     return tuple(out.items())
 
 
-def _resolve(exprs: list[str] | None, names: Mapping[str, int]) -> int | None:
+def resolve_geometry(exprs: list[str] | None, names: Mapping[str, int]) -> int | None:
     """Product of the geometry expressions at these sizes; None if absent or not evaluable."""
     return _resolve_cached(tuple(exprs), tuple(sorted(names.items()))) if exprs else None
+
+
+_resolve = resolve_geometry
 
 
 @functools.lru_cache(maxsize=8192)
@@ -152,6 +155,26 @@ def hardware_features(hw: HardwareSpec | None) -> Features:
         "hw.preferred_vector_width": float(hw.preferred_vector_width_float),
         "hw.native_vector_width": float(hw.native_vector_width_float),
     }
+
+
+def device_similarity(a: HardwareSpec | None, b: HardwareSpec | None) -> float:
+    """1 for the same device, less the further apart two specs are (type, platform, units, clock, vectors,
+    cache): how much one device's measurements say about another's. Unknown specs count as half-similar."""
+    if a is None or b is None:
+        return 0.5
+    if a.key == b.key:
+        return 1.0
+    distance = 0.0 if a.device_type.upper() == b.device_type.upper() else 2.0
+    distance += 0.0 if a.backend == b.backend else 1.0
+    distance += 0.0 if a.platform == b.platform else 0.5
+
+    def gap(x: float, y: float, weight: float) -> float:
+        return weight * abs(_log2(max(x, 1)) - _log2(max(y, 1)))
+
+    distance += gap(a.compute_units, b.compute_units, 0.5) + gap(a.clock_mhz, b.clock_mhz, 1.0)
+    distance += gap(a.native_vector_width_float, b.native_vector_width_float, 0.3)
+    distance += gap(a.global_cache_bytes, b.global_cache_bytes, 0.2) + gap(a.local_mem_bytes, b.local_mem_bytes, 0.1)
+    return min(0.9, math.exp(-distance))
 
 
 def _param_value(v: Any) -> float | None:

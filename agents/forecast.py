@@ -42,6 +42,10 @@ class Provenance(BaseModel):
     failed: bool = False
     failure_reason: str = ""
     calibration: str | None = None  # e.g. "temperature T=1.8" once post-hoc calibrated
+    # the forecaster's continuous belief about ln S, when it has one: the bins cannot say how far beyond 4x
+    # (or below 0.25x) a kernel lands, and a router comparing with a 15x incumbent needs exactly that
+    log_speedup_mean: float | None = None
+    log_speedup_sd: float | None = None
 
 
 class Forecast(BaseModel):

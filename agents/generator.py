@@ -34,6 +34,7 @@ from kernelcast.tools.task import Task
 
 if TYPE_CHECKING:
     from kernelcast.tools.store import Store
+    from kernelcast.tools.measurer import Measurer
     from kernelcast.tools.worker import MeasurementWorker
 
 REPORT_CHARS = 1500  # error / wrong-result text kept in a context (enough for the first compiler errors)
@@ -238,7 +239,7 @@ class Validator:
     """
 
     def __init__(self, task: Task, parent: Candidate, report: ProposalReport, dedup: Deduplicator,
-                 worker: "MeasurementWorker | None" = None, hardware: HardwareSpec | None = None) -> None:
+                 worker: "Measurer | MeasurementWorker | None" = None, hardware: HardwareSpec | None = None) -> None:
         self.task = task
         self.parent = parent
         self.report = report

@@ -2,10 +2,12 @@
 
 It needs no network and no API key. Trained on the store's (candidate,
 measurement) pairs, with static features from :mod:`kernelcast.agents.features`, it is
-calibrated post hoc by temperature fitted on out-of-fold predictions. Until it
-has ``min_samples`` correct measurements it answers uninformative forecasts,
-so every candidate is deferred to the hardware (as Ansor does before its cost
-model has data). Save/load use joblib (a pickle: load only files you trust).
+calibrated post hoc by temperature fitted on out-of-fold predictions. Below
+``min_samples`` correct measurements it answers uninformative forecasts; the
+forecaster a run uses (:mod:`kernelcast.agents.blended_forecaster`) starts from
+the roofline prior instead and weighs this model in by its held-out skill, so
+there is no cliff. Rows may carry weights (how similar their device is to the
+one forecast for). Save/load use joblib (a pickle: load only files you trust).
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ from kernelcast.agents.forecast import Forecast, Provenance
 from kernelcast.agents.scoring import ScoreSummary, recovered_speedup, summarize
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import HardwareSpec, Measurement
-from kernelcast.tools.task import Task, TaskError, resolve_task
+from kernelcast.tools.task import Task, TaskError, load_task, resolve_task
 
-MIN_SAMPLES = 100
+MIN_SAMPLES = 30  # below this the forest is not trained; the blend then rests on the prior
 SMOOTHING = 0.01  # mixed-in uniform mass: a bin never seen in training is unlikely, not impossible
 SAVE_FORMAT = 1
 TaskLookup = Callable[[str], Task] | Mapping[str, Task]
@@ -55,6 +57,11 @@ class TrainingSet:
     speedups: list[float] = field(default_factory=list)
     keys: list[tuple[str, str]] = field(default_factory=list)  # (candidate hash, device) of each row
     skipped: Counter[str] = field(default_factory=Counter)
+    candidates: list[Candidate] = field(default_factory=list)  # the featurized candidates (for the prior)
+
+    @property
+    def devices(self) -> list[str]:
+        return [device for _, device in self.keys]
 
     def __len__(self) -> int:
         return len(self.bins)
@@ -64,14 +71,17 @@ class TrainingSet:
         fresh = set(newer.keys)
         keep = self.subset([key not in fresh for key in self.keys]) if self.keys else self
         keys = keep.keys + newer.keys if keep.keys or not len(keep) else []  # hand-built sets may lack keys
+        cands = keep.candidates + newer.candidates if len(keep.candidates) == len(keep) and \
+            len(newer.candidates) == len(newer) else []
         return TrainingSet(keep.features + newer.features, keep.bins + newer.bins, keep.tasks + newer.tasks,
-                           keep.speedups + newer.speedups, keys)
+                           keep.speedups + newer.speedups, keys, candidates=cands)
 
     def subset(self, mask: Sequence[bool] | np.ndarray) -> "TrainingSet":
         keep = [i for i, m in enumerate(mask) if m]
         return TrainingSet([self.features[i] for i in keep], [self.bins[i] for i in keep],
                            [self.tasks[i] for i in keep], [self.speedups[i] for i in keep],
-                           [self.keys[i] for i in keep] if self.keys else [])
+                           [self.keys[i] for i in keep] if self.keys else [],
+                           candidates=[self.candidates[i] for i in keep] if self.candidates else [])
 
 
 def training_set(pairs: Iterable[tuple[Candidate, Measurement]], tasks: TaskLookup = resolve_task,
@@ -104,7 +114,36 @@ def training_set(pairs: Iterable[tuple[Candidate, Measurement]], tasks: TaskLook
         data.tasks.append(m.task)
         data.speedups.append(float(m.speedup or 0.0))
         data.keys.append((m.candidate_hash, m.device))
+        data.candidates.append(candidate)
     return data
+
+
+class TaskPaths(Protocol):
+    def task_paths(self) -> dict[str, str]: ...
+
+
+def task_lookup(store: TaskPaths | None = None, known: Mapping[str, Task] | None = None) -> Callable[[str], Task]:
+    """Tasks by name: ones already loaded (``known``), else the file the store recorded for the name (tasks
+    loaded from a path), else a built-in. Raises TaskError for a name none of them knows."""
+    paths = store.task_paths() if store is not None else {}
+    cache: dict[str, Task] = dict(known or {})
+
+    def lookup(name: str) -> Task:
+        if name in cache:
+            return cache[name]
+        path = paths.get(name)
+        task: Task | None = None
+        if path:
+            try:
+                task = load_task(path)
+            except TaskError:
+                task = None
+            if task is not None and task.name != name:
+                task = None
+        cache[name] = task if task is not None else resolve_task(name)
+        return cache[name]
+
+    return lookup
 
 
 # ---- the forecaster ----------------------------------------------------------------------
@@ -127,6 +166,9 @@ class LearnedForecaster:
         self.seeded = seeded  # trained partly on the shipped seed dataset
         self.base = TrainingSet()  # what fit() was given
         self.online = TrainingSet()  # the current search's own measured pairs (see learn())
+        self.weights: np.ndarray | None = None  # per-row training weights (device similarity)
+        self.oof: np.ndarray | None = None  # calibrated held-out predictions of the training rows (for stacking)
+        self.known_tasks: dict[str, Task] = {}  # tasks forecast so far: learn() can featurize tasks loaded from a path
 
     @property
     def trained(self) -> bool:
@@ -151,9 +193,13 @@ class LearnedForecaster:
             hardware = store.devices()
         return cls(**kwargs).fit(training_set(store.measured_pairs(device=device, sizes="full"), tasks, hardware))
 
-    def fit(self, data: TrainingSet) -> "LearnedForecaster":
-        """Train (or stay untrained below ``min_samples``); calibration uses out-of-fold predictions."""
+    def fit(self, data: TrainingSet, weights: Sequence[float] | np.ndarray | None = None) -> "LearnedForecaster":
+        """Train (or stay untrained below ``min_samples``); calibration uses out-of-fold predictions.
+
+        ``weights`` (one per row) make rows count more or less, e.g. by how similar their device is.
+        """
         self.base, self.online = data, TrainingSet()
+        self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
         return self._fit(data)
 
     def learn(self, pairs: Sequence[tuple[Candidate, Measurement]], hardware: Mapping[str, HardwareSpec]) -> bool:
@@ -165,7 +211,7 @@ class LearnedForecaster:
         model changed; the same pairs again are a no-op, so callers may pass
         the run's whole history each time (resume-safe).
         """
-        online = training_set(pairs, hardware=hardware)
+        online = training_set(pairs, task_lookup(known=self.known_tasks), hardware=hardware)
         if sorted(zip(online.keys, online.bins)) == sorted(zip(self.online.keys, self.online.bins)):
             return False
         self.online = online
@@ -175,25 +221,30 @@ class LearnedForecaster:
     def _fit(self, data: TrainingSet) -> "LearnedForecaster":
         self.n_train = len(data)
         self.vectorizer = self.model = self.calibrator = None
+        self.oof = None
         if len(data) < self.min_samples:
             return self
         y = np.asarray(data.bins)
+        w = self.weights if self.weights is not None and len(self.weights) == len(y) else None
         if self.calibrate:
-            oof = self._out_of_fold(data.features, y, data.tasks)
+            oof = self._out_of_fold(data.features, y, data.tasks, w)
             self.calibrator = Calibrator.fit(oof, y)
-        self.vectorizer, self.model = self._train(data.features, y)
+            self.oof = self.calibrator.transform(oof)
+        self.vectorizer, self.model = self._train(data.features, y, w)
         return self
 
-    def _train(self, feats: Sequence[Features], y: np.ndarray) -> tuple[DictVectorizer, RandomForestClassifier]:
+    def _train(self, feats: Sequence[Features], y: np.ndarray, weights: np.ndarray | None = None
+               ) -> tuple[DictVectorizer, RandomForestClassifier]:
         vectorizer = DictVectorizer(sparse=False)
         X = vectorizer.fit_transform(feats)
         # one thread on purpose: OpenMP/joblib pools oversubscribe small shared machines badly
         model = RandomForestClassifier(n_estimators=self.n_estimators, min_samples_leaf=2, max_features="sqrt",
                                        n_jobs=1, random_state=self.random_state)
-        model.fit(X, y)
+        model.fit(X, y, sample_weight=weights)
         return vectorizer, model
 
-    def _out_of_fold(self, feats: Sequence[Features], y: np.ndarray, tasks: Sequence[str] = ()) -> np.ndarray:
+    def _out_of_fold(self, feats: Sequence[Features], y: np.ndarray, tasks: Sequence[str] = (),
+                     weights: np.ndarray | None = None) -> np.ndarray:
         """Held-out predictions for calibration. With several tasks the folds hold out whole tasks, so the
         temperature reflects the uncertainty of forecasting a kernel the model has not seen."""
         groups = np.asarray(tasks)
@@ -205,7 +256,8 @@ class LearnedForecaster:
             splits = (StratifiedKFold if min(counts.values()) >= self.n_folds else KFold)(
                 n_splits=self.n_folds, shuffle=True, random_state=self.random_state).split(np.zeros(len(y)), y)
         for train, test in splits:
-            vectorizer, model = self._train([feats[i] for i in train], y[train])
+            vectorizer, model = self._train([feats[i] for i in train], y[train],
+                                            None if weights is None else weights[train])
             oof[test] = _raw_proba(model, _vectorize(vectorizer, [feats[i] for i in test]))
         return oof
 
@@ -224,6 +276,7 @@ class LearnedForecaster:
         """Batch forecasts (one feature context, one model call); never raises."""
         if not candidates:
             return []
+        self.known_tasks[task.name] = task
         if not self.trained:
             reason = f"untrained: {self.n_train} measured pairs, needs {self.min_samples}"
             return [Forecast.uninformative(reason, forecaster=self.name, mode="learned").for_candidate(task, c)
@@ -343,4 +396,4 @@ def forecasts_per_second(forecaster: LearnedForecaster, task: Task, candidates: 
 
 
 __all__ = ["LearnedForecaster", "LeaveTaskOutReport", "MeasuredPairs", "TrainingSet", "forecasts_per_second",
-           "leave_task_out", "training_set", "MIN_SAMPLES"]
+           "leave_task_out", "task_lookup", "training_set", "MIN_SAMPLES"]

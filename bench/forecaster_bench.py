@@ -1,16 +1,26 @@
-"""Leave-one-task-out quality of the learned forecaster against two baselines, on the measured dataset.
+"""Forecaster quality on measured data: the zero-data prior, the forest, their blend, and in-task learning,
+leave-one-task-out and leave-one-device-out, against the uniform baseline, side by side in one run.
 
-Baselines computed in the same run: the uniform distribution and "always the reference's bin 4".
-The held-out forecasts are written to the store as forecaster "learned-lto", so
+Rows (each scored on pairs its model never saw):
+  uniform                          the baseline
+  roofline prior (zero data)       static work/traffic against the device's triad bandwidth
+  forest, task held out            random forest trained on the other tasks
+  blend, task held out             prior + forest, mixed by the stacking weight
+  blend + N of its own (in-task)   the blend after learning N random measurements of the held-out task,
+                                   scored on the task's other pairs (the situation inside a search)
+  ... device held out              the same, trained on the other devices only (needs >= 2 devices)
+
+The held-out forest forecasts are written to the store as forecaster "learned-lto", so
 `kernelcast calibration --forecaster learned-lto` plots them.
 
-    python bench/forecaster_bench.py [--db .kernelcast/kernelcast.db]
+    python bench/forecaster_bench.py [--db .kernelcast/kernelcast.db] [--seed] [--own 4]
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -21,114 +31,139 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from kernelcast.agents.bins import LOG_BIN_CENTERS  # noqa: E402
-from kernelcast.agents.learned_forecaster import LearnedForecaster, forecasts_per_second, training_set  # noqa: E402
+from kernelcast.agents.blended_forecaster import BlendedForecaster  # noqa: E402
+from kernelcast.agents.factory import SEED_DATASET  # noqa: E402
+from kernelcast.agents.features import device_similarity  # noqa: E402
+from kernelcast.agents.learned_forecaster import (LearnedForecaster, TrainingSet, forecasts_per_second,  # noqa: E402
+                                                  task_lookup, training_set)
 from kernelcast.agents.scoring import recovered_speedup, summarize  # noqa: E402
 from kernelcast.tools.store import Store  # noqa: E402
-from kernelcast.tools.task import resolve_task  # noqa: E402
 
 KS = (1.0, 10.0, 50.0)
-ONLINE = 8  # measurements of the held-out task the online row has learned from
 
 
-def recovered(probs: np.ndarray, speeds: np.ndarray, tasks: np.ndarray) -> dict[float, float]:
+def recovered(probs: np.ndarray, speeds: np.ndarray, groups: np.ndarray) -> dict[float, float]:
+    """Mean over tasks (and devices) of best-found / best-in-pool when measuring the top k % by the forecast."""
     out = {}
     scores = probs @ LOG_BIN_CENTERS
     for k in KS:
-        out[k] = float(np.mean([recovered_speedup(scores[tasks == t], speeds[tasks == t], k)
-                                for t in sorted(set(tasks)) if (tasks == t).sum() > 1]))
+        out[k] = float(np.mean([recovered_speedup(scores[groups == g], speeds[groups == g], k)
+                                for g in sorted(set(groups)) if (groups == g).sum() > 1]))
     return out
+
+
+class Held:
+    """Forecasts for the rows of one held-out group from models that never saw them."""
+
+    def __init__(self, data: TrainingSet, pairs: list, devices: dict, lookup: Callable, train_mask: np.ndarray,
+                 target_device: str) -> None:
+        self.train = data.subset(train_mask)
+        hw = devices.get(target_device)
+        weights = [device_similarity(devices.get(d), hw) for d in self.train.devices] if hw is not None else None
+        self.forest = LearnedForecaster().fit(self.train, weights)
+        keep = {key for key, m in zip(data.keys, train_mask, strict=True) if m}
+        history = [(c, m) for c, m in pairs if (m.candidate_hash, m.device) in keep]
+        self.blend = BlendedForecaster(self.forest, self.train, history=history, hardware=devices, tasks=lookup)
+        self.prior_only = BlendedForecaster(hardware=devices, tasks=lookup)
+
+
+def group_probs(model: BlendedForecaster, lookup: Callable, data: TrainingSet, idx: np.ndarray, devices: dict,
+                layer: str) -> np.ndarray:
+    """(len(idx), 8) forecasts of rows of one (task, device) group by one layer of the blend."""
+    task = lookup(data.tasks[idx[0]])
+    hw = devices[data.keys[idx[0]][1]]
+    cands = [data.candidates[i] for i in idx]
+    if layer == "forest":
+        from kernelcast.agents.features import candidate_features, context
+
+        ctx = context(task, hw)
+        return model.cross.predict_proba([candidate_features(ctx, c) for c in cands]) if model.cross else \
+            np.full((len(idx), 8), 1 / 8)
+    if layer == "base":
+        return model.base(task, cands, hw)
+    return np.array([f.probabilities for f in model.forecast_many(task, cands, hw)])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--db", default=".kernelcast/kernelcast.db")
+    parser.add_argument("--seed", action="store_true", help="add the shipped seed dataset (measured on PoCL)")
+    parser.add_argument("--own", type=int, default=4, help="measurements of the held-out task the in-task row learns")
     parser.add_argument("--no-store", action="store_true", help="do not write the held-out forecasts")
     args = parser.parse_args()
     console = Console(width=170)
     store = Store(args.db)
     pairs = store.measured_pairs(sizes="full")
     devices = store.devices()
-    data = training_set(pairs, hardware=devices)
+    if args.seed:
+        seed_pairs, seed_devices = Store.read_pairs(SEED_DATASET)
+        have = {(m.candidate_hash, m.device) for _, m in pairs}
+        pairs += [(c, m) for c, m in seed_pairs if (m.candidate_hash, m.device) not in have]
+        devices = {**seed_devices, **devices}
+    lookup = task_lookup(store)
+    data = training_set(pairs, lookup, hardware=devices)
+    data = data.subset([d in devices for d in data.devices])  # rows need their device's spec
     if len(set(data.tasks)) < 2:
-        sys.exit("need measured pairs from at least two tasks: run `kernelcast dataset build` first")
-    tasks = np.asarray(data.tasks)
-    speeds = np.asarray(data.speedups)
-    truth = np.asarray(data.bins)
-    probs = np.zeros((len(data), 8))
-    models = {}
-    for name in sorted(set(data.tasks)):
-        held = tasks == name
-        model = LearnedForecaster().fit(data.subset(~held))
-        models[name] = model
-        probs[held] = model.predict_proba([f for f, h in zip(data.features, held) if h]) if model.trained else 1 / 8
-    # for context: random 5-fold over all pairs, i.e. the task has been seen before (a store that grows)
-    seen = np.zeros_like(probs)
-    from sklearn.model_selection import KFold
-
-    for train, test in KFold(5, shuffle=True, random_state=0).split(probs):
-        mask = np.zeros(len(data), bool)
-        mask[train] = True
-        model = LearnedForecaster().fit(data.subset(mask))
-        seen[test] = model.predict_proba([data.features[i] for i in test])
-    # as inside a search: the task held out of the dataset, but the model has learned ONLINE of the task's own
-    # measurements (random ones); scored on the task's remaining pairs
+        sys.exit("need measured pairs from at least two tasks: run `kernelcast dataset build` first (or --seed)")
+    tasks, devs = np.asarray(data.tasks), np.asarray(data.devices)
+    groups = np.array([f"{t}@{d}" for t, d in zip(tasks, devs, strict=True)])
+    speeds, truth = np.asarray(data.speedups), np.asarray(data.bins)
     by_key = {(m.candidate_hash, m.device): (c, m) for c, m in pairs}
     rng = np.random.default_rng(0)
-    online_rows, online_probs = [], []
-    for name in sorted(set(data.tasks)):
-        idx = np.flatnonzero(tasks == name)
-        if len(idx) <= ONLINE + 1:
-            continue
-        taught = set(rng.choice(idx, ONLINE, replace=False).tolist())
-        model = LearnedForecaster().fit(data.subset(tasks != name))
-        model.learn([by_key[data.keys[i]] for i in sorted(taught)], devices)
-        rest = [i for i in idx if i not in taught]
-        online_rows += rest
-        online_probs.append(model.predict_proba([data.features[i] for i in rest]))
-    online = np.concatenate(online_probs)
-    uniform = np.full_like(probs, 1 / 8)
-    bin4 = np.zeros_like(probs)
-    bin4[:, 3] = 1.0
-    # a hedged "bin 4" with the same 0.01 floor elsewhere keeps its NLL finite
-    table = Table(title=f"forecasters, leave-one-task-out over {len(data)} measured pairs from "
-                        f"{len(set(data.tasks))} tasks (Brier halved)")
-    for col in ("forecaster", "accuracy", "within-1", "Brier", "CRPS", "ECE", "AURC",
+    results: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def run_split(label: str, hold: Callable[[str, str], np.ndarray]) -> None:
+        prior, forest, blend = (np.zeros((len(data), 8)) for _ in range(3))
+        own_rows, own_probs = [], []
+        for g in sorted(set(groups)):
+            idx = np.flatnonzero(groups == g)
+            held = Held(data, pairs, devices, lookup, ~hold(tasks[idx[0]], devs[idx[0]]), devs[idx[0]])
+            prior[idx] = group_probs(held.prior_only, lookup, data, idx, devices, "base")
+            forest[idx] = group_probs(held.blend, lookup, data, idx, devices, "forest")
+            blend[idx] = group_probs(held.blend, lookup, data, idx, devices, "base")
+            if len(idx) > args.own + 1:
+                taught = set(rng.choice(idx, args.own, replace=False).tolist())
+                held.blend.learn([by_key[data.keys[i]] for i in sorted(taught)], devices)
+                rest = np.array([i for i in idx if i not in taught])
+                own_rows.append(rest)
+                own_probs.append(group_probs(held.blend, lookup, data, rest, devices, "full"))
+        every = np.arange(len(data))
+        results[f"roofline prior (zero data), {label}"] = (prior, every)
+        results[f"forest, {label}"] = (forest, every)
+        results[f"blend, {label}"] = (blend, every)
+        if own_rows:
+            results[f"blend + {args.own} of its own (in-task), {label}"] = (np.concatenate(own_probs),
+                                                                           np.concatenate(own_rows))
+
+    results["uniform"] = (np.full((len(data), 8), 1 / 8), np.arange(len(data)))
+    run_split("task held out", lambda t, d: tasks == t)
+    if len(set(devs)) >= 2:
+        run_split("device held out", lambda t, d: devs == d)
+    table = Table(title=f"forecasters on {len(data)} measured pairs, {len(set(tasks))} tasks, {len(set(devs))} "
+                        f"device(s) (Brier halved; recovered@k within each task)")
+    for col in ("forecaster", "n", "accuracy", "within-1", "Brier", "CRPS", "ECE", "AURC",
                 *(f"recovered@{k:g}%" for k in KS)):
         table.add_column(col)
-    rows = np.asarray(online_rows)
-    for label, p, sel in (("learned, task held out", probs, slice(None)), ("uniform", uniform, slice(None)),
-                          ("always bin 4", bin4, slice(None)),
-                          (f"learned, task held out + {ONLINE} of its own (online)", online, rows),
-                          ("learned, task seen (5-fold)", seen, slice(None))):
-        s = summarize(p, truth[sel])
-        rec = recovered(p, speeds[sel], tasks[sel])
-        table.add_row(label, f"{s.accuracy:.1%}", f"{s.within_one:.1%}", f"{s.brier_halved:.3f}", f"{s.crps:.3f}",
-                      f"{s.ece:.3f}", f"{s.aurc:.3f}", *(f"{rec[k]:.1%}" for k in KS))
+    for label, (p, rows) in results.items():
+        s = summarize(p, truth[rows])
+        rec = recovered(p, speeds[rows], groups[rows])
+        table.add_row(label, str(len(rows)), f"{s.accuracy:.1%}", f"{s.within_one:.1%}", f"{s.brier_halved:.3f}",
+                      f"{s.crps:.3f}", f"{s.ece:.3f}", f"{s.aurc:.3f}", *(f"{rec[k]:.1%}" for k in KS))
     console.print(table)
-    per = Table(title="learned, per held-out task")
-    for col in ("task", "n", "accuracy", "within-1", "ECE", "recovered@10%"):
-        per.add_column(col)
-    for name in sorted(set(data.tasks)):
-        held = tasks == name
-        s = summarize(probs[held], truth[held])
-        rec = recovered_speedup(probs[held] @ LOG_BIN_CENTERS, speeds[held], 10.0) if held.sum() > 1 else float("nan")
-        per.add_row(name, str(s.n), f"{s.accuracy:.1%}", f"{s.within_one:.1%}", f"{s.ece:.3f}", f"{rec:.1%}")
-    console.print(per)
+    if len(set(devs)) < 2:
+        console.print("leave-device-out rows need measured pairs from at least two devices")
     name = sorted(set(data.tasks))[0]
-    task = resolve_task(name)
-    cands = [c for c, _ in pairs if c.task == name] * 20
-    device = next(iter(devices.values()), None)
-    rate = forecasts_per_second(models[name], task, cands, device) if device else float("nan")
-    console.print(f"throughput: {rate:,.0f} forecasts/s ({len(cands)} {name} candidates, one batch, 2 cores)")
+    cands = [c for c, m in pairs if m.task == name] * 20
+    model = LearnedForecaster().fit(data)
+    rate = forecasts_per_second(model, lookup(name), cands, devices[devs[0]])
+    console.print(f"forest throughput: {rate:,.0f} forecasts/s ({len(cands)} {name} candidates, one batch)")
     if not args.no_store:
-        written = 0
-        for task_name, (key, device_key), p in zip(data.tasks, data.keys, probs):
-            b = int(np.argmax(p)) + 1
+        forest, _ = results["forest, task held out"]
+        for task_name, (key, device_key), p in zip(data.tasks, data.keys, forest, strict=True):
             store.add_forecast(task_name, key, device_key, "learned-lto", "leave-task-out", [float(x) for x in p],
-                               b, float(p.max()), False, "held-out task", {"bench": "forecaster_bench"})
-            written += 1
-        console.print(f"wrote {written} held-out forecasts as forecaster 'learned-lto' "
-                      f"(`kernelcast calibration --forecaster learned-lto`)")
+                               int(np.argmax(p)) + 1, float(p.max()), False, "held-out task",
+                               {"bench": "forecaster_bench"})
+        console.print(f"wrote {len(data)} held-out forecasts as forecaster 'learned-lto'")
 
 
 if __name__ == "__main__":

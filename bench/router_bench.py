@@ -1,11 +1,15 @@
 """The paper's end-to-end experiment: selective vs topk vs measure-all at the same hardware budget.
 
-For each task: the same seed and budget for every router, each in a fresh run store (so no router
-benefits from another's measurements); the learned forecaster is trained on a dataset store
-(`kernelcast dataset build`) with the task itself left out. Afterwards a sample of the selective
-router's pruned and unverified-accepted candidates is measured outside the budget to estimate how
-often trusting the forecast was right. Memory-bound tasks are compared with a triad kernel's
-bandwidth measured in the same run.
+For each task: the same seed and budget for every router; measure-all and topk each run in a fresh
+store, while the selective arm keeps one store across the tasks (as a user's store grows), because its
+trust thresholds come from the calibration rows of earlier decisions on the device (``--risk``,
+certified by Clopper-Pearson bounds); ``--fresh-selective`` gives it a fresh store per task too. The
+learned forecaster is trained on a dataset store (`kernelcast dataset build`, may be empty: then the
+roofline prior and the seed dataset carry it) with the task itself left out. Afterwards a sample of the
+selective router's pruned and unverified-accepted candidates is measured outside the budget to estimate
+how often trusting the forecast was right against the incumbent of its moment; the in-budget audits
+give the measured false-prune rate with its interval, beside the bound. Memory-bound tasks are compared
+with a triad kernel's bandwidth measured in the same run.
 
     python bench/router_bench.py --dataset .kernelcast/kernelcast.db --budget 24 --out bench/out/router
 """
@@ -26,7 +30,9 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from kernelcast.graphs.config import RunConfig  # noqa: E402
+from kernelcast.graphs.context import RunEnv  # noqa: E402
 from kernelcast.graphs.run import start_run  # noqa: E402
+from kernelcast.graphs.trust import RouteRecord, trust_summary  # noqa: E402
 from kernelcast.tools.expr import evaluate  # noqa: E402
 from kernelcast.tools.measurement import MeasureConfig  # noqa: E402
 from kernelcast.tools.store import Store  # noqa: E402
@@ -105,28 +111,29 @@ def first_reaching(curve: list[float], target: float, tolerance: float) -> int |
     return None
 
 
-def audit(store: Store, run_id: str, worker: MeasurementWorker, task_name: str, sample: int, seed: int
-          ) -> dict[str, tuple[int, int]]:
-    """Measure a sample of trusted decisions outside the budget: (right, checked) for prunes and accepts."""
+def audit(store: Store, run_id: str, worker: MeasurementWorker, task_name: str, sample: int, seed: int,
+          sizes: str) -> dict[str, tuple[int, int]]:
+    """Measure a sample of trusted decisions outside the budget: (right, checked) for prunes and accepts.
+    A prune was right if the child did not beat the incumbent of its moment; an accept, if it did."""
     task = resolve_task(task_name)
-    tree = json.loads((Path(store.run(run_id)["folder"]) / "tree.json").read_text())
     rng = random.Random(seed)
+    trusted: dict[str, list[tuple[str, float]]] = {"prune": [], "accept": []}
+    for event in store.events(run_id, kind="route"):
+        record = RouteRecord.model_validate(event["payload"])
+        if record.trusted_as in trusted and not record.audit and record.decision == record.trusted_as:
+            trusted[record.trusted_as].append((event["candidate_hash"], record.incumbent or 1.0))
     out = {}
-    for outcome, right_if in (("pruned", lambda b: 1 <= b <= 4), ("accepted", lambda b: b >= 5)):
-        keys = sorted(k for k, n in tree.items() if n["outcome"] == outcome)
-        rng.shuffle(keys)
+    for kind, rows in trusted.items():
+        rng.shuffle(rows)
         right = checked = 0
-        for key in keys[:sample]:
+        for key, incumbent in rows[:sample]:
             cand = store.candidate(key)
-            m = worker.measure(task, cand, MeasureConfig())
+            m = worker.measure(task, cand, MeasureConfig(sizes=sizes))
             store.add_measurement(m)  # outside the run: no run id, not counted against the budget
             checked += 1
-            right += bool(right_if(m.bin()))
-        # verified accepts were checked inside the budget already
-        for event in store.events(run_id, kind="verify") if outcome == "accepted" else []:
-            checked += 1
-            right += bool(right_if(event["payload"]["measured_bin"]))
-        out[outcome] = (right, checked)
+            beat = m.ok and (m.speedup or 0.0) > incumbent
+            right += beat if kind == "accept" else not beat
+        out["pruned" if kind == "prune" else "accepted"] = (right, checked)
     return out
 
 
@@ -135,7 +142,9 @@ def main() -> None:
     parser.add_argument("--tasks", default=DEFAULT_TASKS)
     parser.add_argument("--budget", type=int, default=24)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threshold", type=float, default=0.6)
+    parser.add_argument("--risk", type=float, default=0.1, help="selective: tolerated share of false prunes")
+    parser.add_argument("--fresh-selective", action="store_true",
+                        help="selective also starts from a fresh store per task (no calibration rows carried)")
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--dataset", default=".kernelcast/kernelcast.db", help="store the forecaster trains on")
     parser.add_argument("--backend", default="opencl")
@@ -155,10 +164,11 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     dataset = str(Path(args.dataset).resolve())
     if not Path(dataset).exists():
-        console.print(f"[yellow]no dataset at {dataset}: the learned forecaster stays uninformative "
-                      f"(run `kernelcast dataset build` first)[/]")
+        console.print(f"[yellow]no dataset at {dataset}: the forecaster starts from the roofline prior and the "
+                      f"seed dataset (`kernelcast dataset build` adds this device's data)[/]")
     rows, results = [], {}
     arms = (*ROUTERS, FROZEN_ARM) if args.ablation else ROUTERS
+    shared_selective = None if args.fresh_selective else Store(out / "selective-shared" / "kernelcast.db")
     with MeasurementWorker(args.backend) as worker:
         # the practical bandwidth limit: best of three triads now and three at the end (load varies)
         triads = [triad_bandwidth(worker, Path(tempfile.mkdtemp())) for _ in range(3)] if args.backend == "opencl" else []
@@ -169,26 +179,29 @@ def main() -> None:
                 router = "selective" if arm == FROZEN_ARM else arm
                 learn = not args.frozen_forecaster and arm != FROZEN_ARM
                 home = out / name / arm
-                store = Store(home / "kernelcast.db")
-                config = RunConfig(task=name, budget=args.budget, router=router, threshold=args.threshold,  # type: ignore[arg-type]
+                store = shared_selective if arm == "selective" and shared_selective is not None else \
+                    Store(home / "kernelcast.db")
+                config = RunConfig(task=name, budget=args.budget, router=router, risk=args.risk,  # type: ignore[arg-type]
                                    measure_per_round=args.k, seed=args.seed, sizes=args.sizes,  # type: ignore[arg-type]
                                    forecaster="learned", training_db=dataset, leave_task_out=not args.task_seen,
                                    backend=args.backend, learn_online=learn)
                 console.print(f"[bold]{name}[/] {arm} ...")
-                result = start_run(config, store, home)
+                result = start_run(config, store, RunEnv(home))
                 curve = spend_curve(store, result.run_id)
                 best_m = store.measurements(run_id=result.run_id, candidate_hash=result.best_hash or "")
                 per[arm] = {"result": result, "curve": curve, "store": store,
                             "best_ns": best_m[0].candidate.median_ns if best_m and best_m[0].candidate else None}
             target = per["measure-all"]["curve"][-1] if per["measure-all"]["curve"] else 1.0
             sel = per["selective"]
-            checks = audit(sel["store"], sel["result"].run_id, worker, name, args.audit, args.seed)
+            trust = trust_summary(sel["store"], sel["result"].run_id, risk=args.risk)
+            checks = audit(sel["store"], sel["result"].run_id, worker, name, args.audit, args.seed, args.sizes)
             gbs = None
             if (args.sizes == "full" and task.spec.bytes and "memory-bound" in task.spec.tags
                     and any(p["best_ns"] for p in per.values())):
                 best_ns = min(p["best_ns"] for p in per.values() if p["best_ns"])
                 gbs = float(evaluate(task.spec.bytes, task.sizes())) / best_ns
-            row = {"task": name, "best_gbs": gbs, "checks": checks}
+            row = {"task": name, "best_gbs": gbs, "checks": checks, "trust": trust.model_dump(),
+                   "trust_line": trust.line()}
             for arm in arms:
                 r = per[arm]["result"]
                 row[arm] = {"best": r.best_speedup or 1.0, "spent": r.spent, "considered": r.considered,
@@ -201,13 +214,15 @@ def main() -> None:
     triad = max(triads) if triads else None
     trained = "with the task's own pairs" if args.task_seen else "leave-task-out"
     trained += ", frozen" if args.frozen_forecaster else ", learning from each run's measurements"
-    table = Table(title=f"routers at budget {args.budget} (seed {args.seed}, threshold {args.threshold}, "
+    table = Table(title=f"routers at budget {args.budget} (seed {args.seed}, risk {args.risk}, "
                         f"k {args.k}; forecaster trained {trained})")
     for col in ("task", "measure-all best", "topk best", "selective best", "sel / MA",
-                "meas. to MA best (MA / topk / sel)", "considered per meas. (sel)", "accepted / pruned (sel)",
-                "trusted right: pruned / accepted", "% of triad BW", *(("selective frozen best",) if args.ablation else ())):
+                "meas. to MA best (MA / topk / sel)", "informative / considered (sel)", "trusted share (sel)",
+                "accepted / pruned (sel)", "audited false prunes (95% CI)", "trusted right: pruned / accepted",
+                "% of triad BW", *(("selective frozen best",) if args.ablation else ())):
         table.add_column(col)
     wins, fractions, per_meas = 0, [], []
+    trusted_total = decisions_total = 0
     for row in rows:
         ma, tk, se = row["measure-all"], row["topk"], row["selective"]
         ratio = se["best"] / ma["best"]
@@ -216,10 +231,18 @@ def main() -> None:
             fractions.append(se["to_target"] / args.budget)
         per_meas.append(se["considered"] / max(1, se["spent"]))
         pr, ac = row["checks"]["pruned"], row["checks"]["accepted"]
+        tr = row["trust"]
+        trusted = tr["trusted_prunes"] + tr["trusted_accepts"]
+        trusted_total += trusted
+        decisions_total += tr["decisions"]
+        fp = tr["false_prunes"]
         table.add_row(row["task"], f"{ma['best']:.2f}x", f"{tk['best']:.2f}x", f"{se['best']:.2f}x", f"{ratio:.2f}",
                       " / ".join(str(x["to_target"] or "-") for x in (ma, tk, se)),
-                      f"{se['considered'] / max(1, se['spent']):.1f}",
+                      f"{tr['considered']} / {tr['considered_all']}",
+                      f"{trusted / max(1, tr['decisions']):.0%}",
                       f"{se['counts'].get('accepted', 0) + se['counts'].get('verified', 0)} / {se['counts'].get('pruned', 0)}",
+                      (f"{fp['wrong']}/{fp['audited']} ({fp['interval'][0]:.0%}-{fp['interval'][1]:.0%}), "
+                       f"bound {args.risk:.0%}") if fp["audited"] else "-",
                       f"{pr[0]}/{pr[1]} / {ac[0]}/{ac[1]}",
                       f"{100 * row['best_gbs'] / triad:.0f}%" if row["best_gbs"] and triad else "-",
                       *((f"{row[FROZEN_ARM]['best']:.2f}x (MA best at {row[FROZEN_ARM]['to_target'] or '-'})",)
@@ -231,6 +254,8 @@ def main() -> None:
     own = [row["selective"]["to_own_best"] for row in rows]
     console.print(f"selective found its own final best after a median {statistics.median(own):g} of "
                   f"{args.budget} measurements")
+    console.print(f"selective decisions taken without a measurement: {trusted_total} of {decisions_total} "
+                  f"({trusted_total / max(1, decisions_total):.0%})")
     console.print(f"median candidates considered per measurement (selective): {statistics.median(per_meas):.1f}"
                   + (f"; triad bandwidth {triad:.1f} GB/s" if triad else ""))
     if args.ablation:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernelcast.graphs.routing import RoutingInput, SelectiveRouter, TopKRouter, MeasureAllRouter
+from kernelcast.agents.distributions import prob_above
+from kernelcast.agents.risk_control import TrustThresholds
+from kernelcast.graphs.routing import MeasureAllRouter, RoutingInput, SelectiveRouter, TopKRouter
 
 probs = st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=8, max_size=8).filter(lambda p: sum(p) > 1e-6)
 
@@ -24,47 +26,73 @@ def routing_inputs(draw) -> list[RoutingInput]:
         best = max(range(8), key=lambda b: p[b])
         items.append(RoutingInput(hash=f"c{i}", confidence=max(p), predicted_bin=best + 1,
                                   expected_log_speedup=draw(st.floats(-3, 3)),
-                                  expected_bin=sum((b + 1) * q for b, q in enumerate(p)), failed=failed))
+                                  expected_bin=sum((b + 1) * q for b, q in enumerate(p)), failed=failed,
+                                  probabilities=tuple(p), incumbent=draw(st.floats(0.2, 40.0)),
+                                  log_mean=draw(st.one_of(st.none(), st.floats(-3, 4))),
+                                  log_sd=draw(st.floats(0.05, 2.0))))
     return items
 
 
+thresholds = st.builds(
+    TrustThresholds,
+    prune_below=st.one_of(st.none(), st.floats(0.0, 0.5)),
+    accept_above=st.one_of(st.none(), st.floats(0.5, 1.0)),
+)
 routers = st.one_of(
-    st.builds(SelectiveRouter, threshold=st.floats(0.0, 1.0), measure_per_round=st.integers(1, 8)),
+    st.builds(SelectiveRouter, measure_per_round=st.integers(1, 8), audit_rate=st.floats(0.0, 1.0),
+              seed=st.integers(0, 5)),
     st.builds(TopKRouter, k=st.integers(1, 8)),
     st.just(MeasureAllRouter()),
 )
 
 
 @settings(max_examples=300, deadline=None)
-@given(items=routing_inputs(), can_measure=st.integers(0, 30), router=routers)
-def test_every_candidate_gets_exactly_one_decision_within_budget(items, can_measure, router) -> None:
-    out = router.route(items, can_measure)
+@given(items=routing_inputs(), can_measure=st.integers(0, 30), router=routers, trust=thresholds,
+       audits=st.integers(0, 5))
+def test_every_candidate_gets_exactly_one_decision_within_budget(items, can_measure, router, trust, audits) -> None:
+    out = router.route(items, can_measure, trust=trust, audits=audits)
     assert set(out) == {it.hash for it in items}
     measured = [h for h, r in out.items() if r.decision == "measure"]
     assert len(measured) <= can_measure
     assert all(r.decision in ("measure", "accept", "prune", "drop") and r.reason for r in out.values())
+    assert sum(1 for r in out.values() if r.audit) <= audits
 
 
 @settings(max_examples=300, deadline=None)
-@given(items=routing_inputs(), can_measure=st.integers(0, 30), threshold=st.floats(0.0, 1.0))
-def test_selective_trusts_only_confident_working_forecasts(items, can_measure, threshold) -> None:
-    out = SelectiveRouter(threshold=threshold).route(items, can_measure)
+@given(items=routing_inputs(), can_measure=st.integers(0, 30), trust=thresholds, k=st.integers(1, 8),
+       audits=st.integers(0, 5))
+def test_selective_trusts_only_certified_working_forecasts(items, can_measure, trust, k, audits) -> None:
+    out = SelectiveRouter(measure_per_round=k).route(items, can_measure, trust=trust, audits=audits)
     by_hash = {it.hash: it for it in items}
     for key, routed in out.items():
         it = by_hash[key]
+        p = it.p_beat
+        assert routed.p_beat == p
+        if it.log_mean is None and not it.failed and 0.25 <= it.incumbent <= 4.0:
+            assert p == prob_above(it.probabilities, it.incumbent)  # read from the bins
+        if p is None:
+            assert routed.decision in ("measure", "drop") and not routed.audit, "no P(beat): never trusted"
         if it.failed:
-            assert routed.decision in ("measure", "drop"), "a failed forecast is always deferred"
-        if routed.decision == "prune":
-            assert it.confidence >= threshold and it.predicted_bin <= 4
-        if routed.decision == "accept":
-            assert it.confidence >= threshold and it.predicted_bin >= 5
-    deferred = [it for it in items if it.failed or it.confidence < threshold]
-    measured = [by_hash[h] for h, r in out.items() if r.decision == "measure"]
-    # deferred candidates are measured highest expected speedup first
+            assert routed.decision in ("measure", "drop") and not routed.audit, "a failed forecast is never trusted"
+        if routed.decision == "prune" or routed.trusted_as == "prune":
+            assert trust.prune_below is not None and p is not None and p <= trust.prune_below
+        if routed.decision == "accept" or routed.trusted_as == "accept":
+            assert trust.accept_above is not None and p is not None and p >= trust.accept_above
+    deferred = [it for it in items if not out[it.hash].trusted_as]
+    measured = [by_hash[h] for h, r in out.items() if r.decision == "measure" and not r.audit]
+    assert len(measured) <= k
+    # deferred candidates are measured highest expected gain over the incumbent first
     if measured and len(measured) < len(deferred):
-        worst_measured = min(it.expected_log_speedup for it in measured)
+        worst_measured = min(it.gain for it in measured)
         unmeasured = [it for it in deferred if out[it.hash].decision != "measure"]
-        assert all(it.expected_log_speedup <= worst_measured for it in unmeasured)
+        assert all(it.gain <= worst_measured + 1e-12 for it in unmeasured)
+
+
+@settings(max_examples=200, deadline=None)
+@given(items=routing_inputs(), can_measure=st.integers(0, 30))
+def test_without_thresholds_nothing_is_trusted(items, can_measure) -> None:
+    out = SelectiveRouter().route(items, can_measure, trust=TrustThresholds(), audits=3)
+    assert all(r.decision in ("measure", "drop") and not r.audit for r in out.values())
 
 
 @settings(max_examples=200, deadline=None)
@@ -75,7 +103,7 @@ def test_budget_ledger_over_many_rounds_never_overspends(rounds, budget, router)
     final: dict[str, str] = {}
     for r, items in enumerate(rounds):
         items = [RoutingInput(**{**it.__dict__, "hash": f"r{r}-{it.hash}"}) for it in items]
-        out = router.route(items, budget - spent)
+        out = router.route(items, budget - spent, trust=TrustThresholds(prune_below=0.2, accept_above=0.8), audits=2)
         spent += sum(1 for x in out.values() if x.decision == "measure")
         for key, routed in out.items():
             assert key not in final

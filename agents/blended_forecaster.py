@@ -1,0 +1,277 @@
+"""The forecaster a run uses: roofline prior, cross-task forest and in-task correction, blended by evidence.
+
+Three layers, each used as far as its evidence goes:
+
+1. the roofline prior (:mod:`kernelcast.agents.roofline_prior`): needs nothing, so the first forecast on a
+   new device and kernel is informative;
+2. the cross-task random forest (:mod:`kernelcast.agents.learned_forecaster`) trained on every device's
+   measured pairs, rows weighted by how similar their device is to this one. It is mixed with the prior by
+   stacking: the mixture weight minimizes the held-out (task-held-out folds) log loss of
+   ``(1 - w) prior + w forest`` on the training rows, weighted by device similarity, and is then shrunk
+   by the effective amount of data, ``n_eff / (n_eff + STACK_N0)``;
+3. the in-task model (:mod:`kernelcast.agents.task_model`): a Bayesian linear correction fitted on the
+   measured candidates of this task on this device (earlier runs from the store plus this run's
+   measurements, taught through :meth:`BlendedForecaster.learn`), starting from the first measurement.
+
+Every forecast is informative (never the "untrained" uniform), and failures inside any layer fall back to
+the layer below; only a failure of the prior itself yields an uninformative, deferred forecast.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernelcast.agents.device_probe import Bandwidth, bandwidth_from, guessed_bandwidth
+from kernelcast.agents.distributions import lognormal_bins, moments
+from kernelcast.agents.features import candidate_features, context, device_similarity
+from kernelcast.agents.forecast import Forecast, Provenance
+from kernelcast.agents.learned_forecaster import LearnedForecaster, TrainingSet
+from kernelcast.agents.roofline_prior import RooflinePrior
+from kernelcast.agents.task_model import TaskModel, task_features
+from kernelcast.tools.candidate import Candidate
+from kernelcast.tools.measurement import HardwareSpec, Measurement
+from kernelcast.tools.task import Task, TaskError
+
+PRIOR_SHRINK = 0.3  # the prior's ln-speedup is scaled by this before it becomes a distribution
+PRIOR_SIGMA = 0.9  # ... with this spread (both fitted once by log loss on the shipped PoCL seed dataset)
+STACK_N0 = 40.0  # effective rows at which the forest gets half the weight its held-out skill earns
+STACK_GRID = np.linspace(0.0, 1.0, 21)
+Pairs = Sequence[tuple[Candidate, Measurement]]
+BandwidthSource = Callable[[HardwareSpec], Bandwidth]
+
+
+@dataclass
+class _TaskData:
+    task: Task
+    hardware: HardwareSpec
+    history: list[tuple[Candidate, Measurement]]  # from the store, before this run
+    run: list[tuple[Candidate, Measurement]]  # taught by learn()
+    model: TaskModel | None = None
+
+    def rows(self) -> list[tuple[Candidate, Measurement]]:
+        fresh = {c.hash for c, _ in self.run}
+        return [(c, m) for c, m in self.history if c.hash not in fresh] + list(self.run)
+
+
+class BlendedForecaster:
+    """Prior + forest + in-task correction (see the module docstring)."""
+
+    name = "learned"
+
+    def __init__(self, cross: LearnedForecaster | None = None, data: TrainingSet | None = None,
+                 history: Pairs = (), hardware: Mapping[str, HardwareSpec] | None = None,
+                 tasks: Callable[[str], Task] | None = None, bandwidth: BandwidthSource | None = None,
+                 seeded: bool = False) -> None:
+        self.cross = cross if cross is not None and cross.trained else None
+        self.data = data or TrainingSet()
+        self.hardware = dict(hardware or {})
+        self.tasks = tasks
+        self.bandwidth_source = bandwidth
+        self.seeded = seeded
+        self.known: dict[str, Task] = {}
+        self._history: dict[tuple[str, str], list[tuple[Candidate, Measurement]]] = {}
+        for cand, m in history:
+            if m.ok:
+                self._history.setdefault((m.task, m.device), []).append((cand, m))
+        self._tasks: dict[tuple[str, str], _TaskData] = {}
+        self._bandwidths: dict[str, Bandwidth] = {}
+        self._stack: dict[str, float] = {}
+        self.n_run = 0
+
+    # ---- provenance ------------------------------------------------------------------
+    @property
+    def model_name(self) -> str:
+        parts = ["roofline prior"]
+        if self.cross is not None:
+            weights = ", ".join(f"{w:.2f}" for w in self._stack.values()) or "?"
+            parts.append(f"forest n={self.cross.n_train} (w={weights}{', incl. seed dataset' if self.seeded else ''})")
+        in_task = sum(t.model.n for t in self._tasks.values() if t.model is not None)
+        if in_task:
+            parts.append(f"in-task n={in_task}")
+        name = " + ".join(parts)
+        return name + (f", {self.n_run} from this run" if self.n_run else "")
+
+    # ---- layers ----------------------------------------------------------------------
+    def bandwidth(self, hw: HardwareSpec) -> Bandwidth:
+        if hw.key not in self._bandwidths:
+            bw = self.bandwidth_source(hw) if self.bandwidth_source is not None else guessed_bandwidth(hw)
+            if not bw.probed:
+                bw = self._bandwidth_from_data(hw.key) or bw
+            self._bandwidths[hw.key] = bw
+        return self._bandwidths[hw.key]
+
+    def _bandwidth_from_data(self, device: str) -> Bandwidth | None:
+        """A device only known from data (e.g. the seed dataset's): its saxpy measurements give the triad."""
+        best = 0.0
+        for (task_name, dev), rows in self._history.items():
+            if dev != device or task_name != "saxpy":
+                continue
+            task = self._task(task_name)
+            for _, m in rows:
+                best = max(best, (bandwidth_from(m, task) or 0.0) if task is not None else 0.0)
+        return Bandwidth(best, "probe") if best > 0 else None
+
+    def _task(self, name: str) -> Task | None:
+        if name in self.known:
+            return self.known[name]
+        if self.tasks is None:
+            return None
+        try:
+            return self.tasks(name)
+        except TaskError:
+            return None
+
+    def prior(self, task: Task, candidates: Sequence[Candidate], hw: HardwareSpec) -> tuple[np.ndarray, np.ndarray]:
+        mu, sd = RooflinePrior(self.bandwidth(hw), sigma=PRIOR_SIGMA).log_speedups(task, candidates, hw)
+        return PRIOR_SHRINK * mu, sd
+
+    def base(self, task: Task, candidates: Sequence[Candidate], hw: HardwareSpec) -> np.ndarray:
+        """Prior mixed with the forest by the stacking weight for this device: (N, 8)."""
+        mu, sd = self.prior(task, candidates, hw)
+        probs = lognormal_bins(mu, sd).reshape(len(candidates), -1)
+        w = self.stack_weight(hw)
+        if w > 0 and self.cross is not None:
+            ctx = context(task, hw)
+            forest = self.cross.predict_proba([candidate_features(ctx, c) for c in candidates])
+            probs = (1 - w) * probs + w * forest
+        return probs
+
+    def stack_weight(self, hw: HardwareSpec) -> float:
+        """The forest's share in the mixture for this device (0 without a trained forest)."""
+        if self.cross is None or self.cross.oof is None:
+            return 0.0
+        if hw.key not in self._stack:
+            self._stack[hw.key] = self._fit_stack(hw)
+        return self._stack[hw.key]
+
+    def _fit_stack(self, hw: HardwareSpec) -> float:
+        assert self.cross is not None and self.cross.oof is not None
+        data = self.data
+        if len(data.candidates) != len(data) or len(self.cross.oof) != len(data):
+            return 0.0
+        prior = np.zeros((len(data), 8))
+        groups: dict[tuple[str, str], list[int]] = {}
+        for i, (name, key) in enumerate(zip(data.tasks, data.keys, strict=True)):
+            groups.setdefault((name, key[1]), []).append(i)
+        usable = np.zeros(len(data), dtype=bool)
+        for (name, device), idx in groups.items():
+            task = self._task(name)
+            spec = self.hardware.get(device)
+            if task is None or spec is None:
+                continue
+            mu, sd = self.prior(task, [data.candidates[i] for i in idx], spec)
+            prior[idx] = lognormal_bins(mu, sd).reshape(len(idx), -1)
+            usable[idx] = True
+        if not usable.any():
+            return 0.0
+        sims = np.array([device_similarity(self.hardware.get(key[1]), hw) for key in data.keys])[usable]
+        y = np.asarray(data.bins)[usable] - 1
+        p_prior, p_forest = prior[usable], self.cross.oof[usable]
+        rows = np.arange(len(y))
+        mixed = [(1 - w) * p_prior[rows, y] + w * p_forest[rows, y] for w in STACK_GRID]
+        losses = [float(-(sims * np.log(np.clip(m, 1e-12, None))).sum()) for m in mixed]
+        best = float(STACK_GRID[int(np.argmin(losses))])
+        n_eff = float(sims.sum())
+        return best * n_eff / (n_eff + STACK_N0)
+
+    # ---- in-task learning ---------------------------------------------------------------
+    def _task_data(self, task: Task, hw: HardwareSpec) -> _TaskData:
+        key = (task.name, hw.key)
+        if key not in self._tasks:
+            self._tasks[key] = _TaskData(task, hw, list(self._history.get(key, [])), [])
+        entry = self._tasks[key]
+        entry.task, entry.hardware = task, hw
+        return entry
+
+    def _fit_task(self, entry: _TaskData) -> None:
+        rows = entry.rows()
+        if not rows:
+            entry.model = None
+            return
+        cands = [c for c, _ in rows]
+        feats, mean, sd = self._task_inputs(entry.task, cands, entry.hardware)
+        y = [math.log(m.speedup) for _, m in rows if m.speedup]
+        entry.model = TaskModel.fit(feats, mean, sd, y)
+
+    def _task_inputs(self, task: Task, candidates: Sequence[Candidate], hw: HardwareSpec
+                     ) -> tuple[list[dict[str, float]], np.ndarray, np.ndarray]:
+        base = self.base(task, candidates, hw)
+        mu_prior, _ = self.prior(task, candidates, hw)
+        ctx = context(task, hw)
+        feats = []
+        for cand, m in zip(candidates, mu_prior, strict=True):
+            f = task_features(candidate_features(ctx, cand), cand.intent)
+            f["roof.mu"] = float(m)
+            feats.append(f)
+        stats = np.array([moments(p) for p in base])
+        return feats, stats[:, 0], stats[:, 1]
+
+    def learn(self, pairs: Pairs, hardware: Mapping[str, HardwareSpec]) -> bool:
+        """Take a run's measured pairs (all so far); refit the in-task models they touch. Returns whether
+        anything changed (the same history again is a no-op, so callers may pass it every time)."""
+        grouped: dict[tuple[str, str], list[tuple[Candidate, Measurement]]] = {}
+        for cand, m in pairs:
+            if m.ok and m.device in hardware:
+                grouped.setdefault((m.task, m.device), []).append((cand, m))
+        changed = False
+        for (name, device), rows in grouped.items():
+            task = self._task(name)
+            if task is None:
+                continue
+            entry = self._task_data(task, hardware[device])
+            if sorted((c.hash, m.speedup) for c, m in rows) == sorted((c.hash, m.speedup) for c, m in entry.run):
+                continue
+            entry.run = rows
+            self._fit_task(entry)
+            changed = True
+        self.n_run = sum(len(t.run) for t in self._tasks.values())
+        return changed
+
+    # ---- forecasting ------------------------------------------------------------------
+    def forecast(self, task: Task, candidate: Candidate, hardware: HardwareSpec) -> Forecast:
+        return self.forecast_many(task, [candidate], hardware)[0]
+
+    def forecast_many(self, task: Task, candidates: Sequence[Candidate], hardware: HardwareSpec) -> list[Forecast]:
+        if not candidates:
+            return []
+        self.known[task.name] = task
+        start = time.perf_counter()
+        try:
+            probs, mode, beliefs = self._distributions(task, candidates, hardware)
+        except Exception as exc:  # noqa: BLE001 - a broken layer must defer, never crash a search
+            reason = f"internal: {type(exc).__name__}: {exc}"
+            return [Forecast.uninformative(reason, forecaster=self.name, model=self.model_name, mode="blend")
+                    .for_candidate(task, c) for c in candidates]
+        prov = Provenance(forecaster=self.name, model=self.model_name, mode=mode,
+                          latency_s=(time.perf_counter() - start) / len(candidates))
+        if beliefs is None:
+            return [Forecast.from_probabilities(p, prov, task=task.name, candidate_hash=c.hash)
+                    for p, c in zip(probs, candidates, strict=True)]
+        mu, sd = beliefs
+        return [Forecast.from_probabilities(p, prov.model_copy(update={"log_speedup_mean": float(m),
+                                                                       "log_speedup_sd": float(s)}),
+                                            task=task.name, candidate_hash=c.hash)
+                for p, m, s, c in zip(probs, mu, sd, candidates, strict=True)]
+
+    def _distributions(self, task: Task, candidates: Sequence[Candidate], hw: HardwareSpec
+                       ) -> tuple[np.ndarray, str, tuple[np.ndarray, np.ndarray] | None]:
+        """Bin distributions, the layer that made them, and (mean, sd) of ln S where that layer is Gaussian."""
+        entry = self._task_data(task, hw)
+        if entry.model is None and entry.rows():
+            self._fit_task(entry)
+        if entry.model is None or entry.model.n == 0:
+            probs = self.base(task, candidates, hw)
+            if self.stack_weight(hw) > 0:
+                return probs, "blend", None
+            return probs, "prior", self.prior(task, candidates, hw)
+        feats, mean, _ = self._task_inputs(task, candidates, hw)
+        mu, sd = entry.model.predict(feats, mean)
+        return lognormal_bins(mu, sd).reshape(len(candidates), -1), "in-task", (mu, sd)
+
+
+__all__ = ["BlendedForecaster", "PRIOR_SHRINK", "PRIOR_SIGMA"]

@@ -1,0 +1,119 @@
+"""Thresholds for trusting forecasts, with a finite-sample guarantee on the false-decision rate.
+
+The router prunes a child when p = P(S_child > S_incumbent) is at most a
+threshold t, and accepts it unmeasured when p is at least t'. A prune is
+false when the child would in fact have beaten the incumbent; an acceptance
+is false when it would not have. The user picks the tolerated share of false
+decisions among the trusted ones, ``risk``.
+
+Thresholds come from calibration rows (p of a past decision, whether the
+child then measured faster than the incumbent of that moment): for a grid of
+thresholds, ordered from the safest upwards, the Clopper-Pearson upper bound
+of the false share among the rows the rule would have trusted must be at most
+``risk``; the search stops at the first threshold that fails (fixed-sequence
+testing, so the family-wise error stays at ``delta`` without a Bonferroni
+penalty, as in Learn-then-Test). With probability at least 1 - delta over the
+calibration rows, the chosen rule's false-decision share is at most ``risk``
+(for decisions exchangeable with the calibration rows). Too few rows give no
+threshold at all: nothing is trusted and everything goes to the hardware.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import beta
+
+DEFAULT_RISK = 0.10  # at most 10 % of trusted decisions may be wrong ...
+DEFAULT_DELTA = 0.10  # ... with 90 % confidence over the calibration data
+PRUNE_GRID = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4)
+ACCEPT_GRID = tuple(1.0 - t for t in PRUNE_GRID)
+
+
+@dataclass(frozen=True)
+class CalibrationRow:
+    """One past decision with its outcome: the forecast's p and whether the child beat the incumbent."""
+
+    p_beat: float
+    beat: bool
+
+
+@dataclass(frozen=True)
+class TrustThresholds:
+    """Prune at p <= prune_below, accept at p >= accept_above; None: never (not enough evidence)."""
+
+    prune_below: float | None = None
+    accept_above: float | None = None
+    risk: float = DEFAULT_RISK
+    delta: float = DEFAULT_DELTA
+    n_calibration: int = 0
+    prune_bound: float | None = None  # the Clopper-Pearson upper bound of false prunes at the chosen threshold
+    accept_bound: float | None = None
+
+    @property
+    def trusts_anything(self) -> bool:
+        return self.prune_below is not None or self.accept_above is not None
+
+    def describe(self) -> str:
+        parts = [f"risk {self.risk:.0%} at {1 - self.delta:.0%} confidence, {self.n_calibration} calibration rows"]
+        parts.append(f"prune p <= {self.prune_below:.3g}" if self.prune_below is not None else "no pruning")
+        parts.append(f"accept p >= {self.accept_above:.3g}" if self.accept_above is not None else "no acceptance")
+        return "; ".join(parts)
+
+
+def clopper_pearson_upper(errors: int, n: int, delta: float) -> float:
+    """One-sided (1 - delta) upper confidence bound on a binomial proportion."""
+    if n <= 0:
+        return 1.0
+    if errors >= n:
+        return 1.0
+    return float(beta.ppf(1 - delta, errors + 1, n - errors))
+
+
+def clopper_pearson_interval(errors: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
+    """Two-sided (1 - alpha) interval, for reporting a measured rate."""
+    if n <= 0:
+        return 0.0, 1.0
+    lo = 0.0 if errors == 0 else float(beta.ppf(alpha / 2, errors, n - errors + 1))
+    hi = 1.0 if errors == n else float(beta.ppf(1 - alpha / 2, errors + 1, n - errors))
+    return lo, hi
+
+
+def fit_thresholds(rows: Sequence[CalibrationRow], risk: float = DEFAULT_RISK, delta: float = DEFAULT_DELTA
+                   ) -> TrustThresholds:
+    """The loosest prune and accept thresholds whose false-decision share is certified at most ``risk``."""
+    if not 0.0 < risk < 1.0 or not 0.0 < delta < 1.0:
+        raise ValueError(f"risk and delta must be in (0, 1), got risk={risk}, delta={delta}")
+    p = np.array([r.p_beat for r in rows], dtype=np.float64)
+    beat = np.array([r.beat for r in rows], dtype=bool)
+    prune, prune_bound = _fixed_sequence([p <= t for t in PRUNE_GRID], beat, PRUNE_GRID, risk, delta)
+    accept, accept_bound = _fixed_sequence([p >= t for t in ACCEPT_GRID], ~beat, ACCEPT_GRID, risk, delta)
+    return TrustThresholds(prune, accept, risk, delta, len(rows), prune_bound, accept_bound)
+
+
+def _fixed_sequence(trusted_sets: list[np.ndarray], wrong: np.ndarray, grid: Sequence[float], risk: float,
+                    delta: float) -> tuple[float | None, float | None]:
+    """Test thresholds safest first, stop at the first one whose bound exceeds the risk.
+
+    Thresholds that trust fewer rows than could ever certify the risk (even with no error) are skipped,
+    not failed: which ones those are depends on the forecasts only, never on the outcomes, so the order
+    of the tests stays fixed given the forecasts and the guarantee holds.
+    """
+    needed = math.ceil(math.log(delta) / math.log(1.0 - risk))
+    chosen, chosen_bound = None, None
+    for t, trusted in zip(grid, trusted_sets, strict=True):
+        n = int(trusted.sum())
+        if n < needed:
+            continue
+        bound = clopper_pearson_upper(int((wrong & trusted).sum()), n, delta)
+        if bound > risk:
+            break
+        chosen, chosen_bound = t, bound
+    return chosen, chosen_bound
+
+
+__all__ = ["ACCEPT_GRID", "CalibrationRow", "DEFAULT_DELTA", "DEFAULT_RISK", "PRUNE_GRID", "TrustThresholds",
+           "clopper_pearson_interval", "clopper_pearson_upper", "fit_thresholds"]

@@ -1,0 +1,166 @@
+"""A zero-data forecaster: a roofline-style performance model of candidate and reference.
+
+For each kernel the static estimate (:mod:`kernelcast.agents.work_estimate`)
+gives flops and bytes; the device gives its peak compute (compute units x
+clock x SIMD lanes x 2 for FMA) and its streaming bandwidth (measured once per
+device by the triad probe, :mod:`kernelcast.agents.device_probe`). A kernel's
+time is the largest of its compute, DRAM and cache times, softened by the
+others, plus the overheads the launch geometry implies (work-groups, barriers,
+work-items on a CPU). The forecast is the ratio of the reference's predicted
+time to the candidate's, as a log-normal over the eight bins whose spread
+says how little a static model knows: wider when the bandwidth was guessed or
+a trip count could not be read.
+
+Used alone it needs no data at all, so the first forecast of the first run on
+a new device is already informative; :mod:`kernelcast.agents.blended_forecaster`
+combines it with what is learned as measurements arrive.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernelcast.agents.device_probe import Bandwidth, guessed_bandwidth
+from kernelcast.agents.distributions import lognormal_bins
+from kernelcast.agents.forecast import Forecast, Provenance
+from kernelcast.agents.work_estimate import KernelWork, compulsory_bytes, estimate
+from kernelcast.tools.candidate import Candidate
+from kernelcast.tools.measurement import HardwareSpec
+from kernelcast.tools.task import Task
+
+BASE_SIGMA = 0.8  # natural-log spread of the ratio: a static model is right within a factor ~2 most of the time
+UNPROBED_SIGMA = 0.2  # added when the bandwidth is a guess
+UNCERTAIN_SIGMA = 0.15  # added when a trip count or the body could not be read
+SOFT = 0.25  # share of the non-dominant roofline terms that still costs time (nothing overlaps perfectly)
+
+
+@dataclass(frozen=True)
+class DeviceModel:
+    """The device numbers the roofline needs, from its spec and the measured bandwidth."""
+
+    peak_flops: float
+    bandwidth: float
+    cache_bandwidth: float
+    cache_bytes: float
+    lanes: int  # SIMD lanes a compute unit fills (vectorization across work-items on a CPU)
+    compute_units: int
+    cpu: bool
+    probed: bool
+    launch_s: float
+    work_group_s: float  # scheduling one work-group
+    barrier_s: float  # one barrier, per work-group
+    work_item_s: float  # per work-item and compute unit (CPU work-item loops)
+    global_atomic_s: float  # one global atomic update, serialized
+    local_atomic_s: float
+
+    @classmethod
+    def of(cls, hw: HardwareSpec | None, bandwidth: Bandwidth | None = None) -> "DeviceModel":
+        bw = bandwidth or guessed_bandwidth(hw)
+        cpu = hw is None or not ("GPU" in hw.device_type.upper() or hw.backend == "cuda")
+        units = max(1, hw.compute_units if hw else 2)
+        clock = (hw.clock_mhz if hw and hw.clock_mhz else 2000) * 1e6
+        lanes = max(1, (hw.native_vector_width_float or hw.preferred_vector_width_float) if hw else 4) if cpu else 64
+        if cpu:
+            lanes = max(lanes, 4)
+        cache = float(hw.global_cache_bytes if hw and hw.global_cache_bytes else 8 * 2**20)
+        return cls(peak_flops=units * clock * lanes * 2.0, bandwidth=bw.bytes_per_s,
+                   cache_bandwidth=bw.bytes_per_s * (6.0 if cpu else 3.0), cache_bytes=cache, lanes=lanes,
+                   compute_units=units, cpu=cpu, probed=bw.probed, launch_s=5e-6 if cpu else 3e-6,
+                   work_group_s=4e-7 if cpu else 5e-9, barrier_s=3e-7 if cpu else 2e-8,
+                   work_item_s=1e-9 if cpu else 0.0, global_atomic_s=8e-9 if cpu else 1e-9,
+                   local_atomic_s=2e-9 if cpu else 1e-10)
+
+
+@dataclass(frozen=True)
+class TimeEstimate:
+    seconds: float
+    bound: str  # compute | dram | cache | atomics | overhead
+    uncertain: bool
+
+
+def predicted_time(work: KernelWork, compulsory: float, dev: DeviceModel) -> TimeEstimate:
+    """Seconds one launch takes under the model (see the module docstring)."""
+    wgx = work.work_group_x or (16 if dev.cpu else 32)
+    simd = min(1.0, max(work.vector_width, wgx if dev.cpu else 1) / dev.lanes) if dev.cpu else 1.0
+    if work.strided_bytes > 0.5 * max(work.global_bytes, 1.0):
+        simd *= 0.5  # gathers across work-items defeat vectorization
+    occupancy = min(1.0, work.work_items * max(work.vector_width, 1) / (dev.compute_units * dev.lanes * 4.0))
+    rate = dev.peak_flops * max(simd, 1.0 / dev.lanes) * max(occupancy, 1e-3)
+    compute = (work.flops + 8.0 * work.special_ops) / rate
+    footprint = max(compulsory, 1.0)
+    spill = 0.0 if footprint <= dev.cache_bytes / 2 else 0.25
+    dram_bytes = max(compulsory, work.global_store_bytes) + spill * max(0.0, work.global_bytes - compulsory)
+    dram = dram_bytes / dev.bandwidth
+    cache_bytes = (work.contiguous_bytes + 0.25 * work.uniform_bytes + 4.0 * work.strided_bytes
+                   + 4.0 * work.local_accesses)
+    cache = cache_bytes / (dev.cache_bandwidth * max(occupancy, 1e-3))
+    groups = work.work_groups
+    overhead = dev.launch_s + (groups * (dev.work_group_s + work.barriers * dev.barrier_s)
+                               + work.work_items * dev.work_item_s * (1 + work.barriers)) / dev.compute_units
+    atomics = (work.global_atomics * dev.global_atomic_s + work.local_atomics * dev.local_atomic_s) / dev.compute_units
+    terms = {"compute": compute, "dram": dram, "cache": cache, "atomics": atomics}
+    bound = max(terms, key=terms.__getitem__)
+    main = terms[bound]
+    seconds = overhead + main + SOFT * (sum(terms.values()) - main)
+    if overhead > main:
+        bound = "overhead"
+    return TimeEstimate(seconds, bound, bool(work.uncertain))
+
+
+class RooflinePrior:
+    """Forecasts from the performance model alone: informative with zero measurements."""
+
+    name = "roofline"
+
+    def __init__(self, bandwidth: Bandwidth | None = None, sigma: float = BASE_SIGMA) -> None:
+        self.bandwidth = bandwidth
+        self.sigma = sigma
+
+    @property
+    def model_name(self) -> str:
+        bw = self.bandwidth
+        where = (f"{bw.bytes_per_s / 1e9:.1f} GB/s {'measured' if bw.probed else 'guessed'}" if bw
+                 else "bandwidth guessed")
+        return f"roofline prior ({where}, sigma {self.sigma:.2f})"
+
+    def log_speedups(self, task: Task, candidates: Sequence[Candidate], hardware: HardwareSpec | None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """Predicted ln(T_ref / T_cand) and its spread for each candidate."""
+        dev = DeviceModel.of(hardware, self.bandwidth)
+        sizes = task.sizes("full")
+        compulsory = compulsory_bytes(task, sizes)
+        ref = predicted_time(estimate(task, task.reference(), sizes), compulsory, dev)
+        mu, sigma = np.zeros(len(candidates)), np.zeros(len(candidates))
+        extra = 0.0 if dev.probed else UNPROBED_SIGMA
+        for i, cand in enumerate(candidates):
+            t = predicted_time(estimate(task, cand, sizes), compulsory, dev)
+            mu[i] = math.log(ref.seconds / t.seconds) if t.seconds > 0 and ref.seconds > 0 else 0.0
+            sigma[i] = math.hypot(self.sigma, extra, UNCERTAIN_SIGMA if (t.uncertain or ref.uncertain) else 0.0)
+        return mu, sigma
+
+    def forecast(self, task: Task, candidate: Candidate, hardware: HardwareSpec) -> Forecast:
+        return self.forecast_many(task, [candidate], hardware)[0]
+
+    def forecast_many(self, task: Task, candidates: Sequence[Candidate], hardware: HardwareSpec) -> list[Forecast]:
+        if not candidates:
+            return []
+        start = time.perf_counter()
+        try:
+            mu, sigma = self.log_speedups(task, candidates, hardware)
+        except Exception as exc:  # noqa: BLE001 - a model failure defers, never crashes a search
+            return [Forecast.uninformative(f"internal: {type(exc).__name__}: {exc}", forecaster=self.name,
+                                           mode="prior").for_candidate(task, c) for c in candidates]
+        probs = lognormal_bins(mu, sigma)
+        prov = Provenance(forecaster=self.name, model=self.model_name, mode="prior",
+                          latency_s=(time.perf_counter() - start) / len(candidates))
+        return [Forecast.from_probabilities(p, prov, reasoning=f"roofline: ln speedup {m:+.2f} +- {s:.2f}",
+                                            task=task.name, candidate_hash=c.hash)
+                for p, m, s, c in zip(probs, mu, sigma, candidates, strict=True)]
+
+
+__all__ = ["DeviceModel", "RooflinePrior", "TimeEstimate", "predicted_time"]

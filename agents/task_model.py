@@ -1,0 +1,150 @@
+"""Learning one task's candidates from its first measurement: a Bayesian linear correction.
+
+Inside a run the question is relative: which of this task's candidates is
+faster than the others? A model trained on other kernels places a new kernel
+badly in absolute terms, but a handful of its own measurements fix the level
+and the direction of each edit. This model takes a base belief per candidate
+(mean and spread of ln S from the prior or the cross-task model) and learns
+
+    ln S = base_mean + w . phi(candidate) + noise
+
+with a Gaussian prior on ``w`` (zero: trust the base until data says
+otherwise). ``phi`` holds an intercept (the level), the base mean itself (how
+far to trust its spread of predictions), the launch geometry and template
+parameters (standardized over the task's measured candidates) and the edits
+named in the intent (unroll, work-group, build option, ...): features of the
+edit, so a difference between two candidates is a difference of their
+features (the same as learning ln(S_child / S_parent)). One measurement moves
+the level, two or three already order the rest.
+
+Confidence grows with data, no cliff: the predictive spread is the posterior
+uncertainty of ``w`` plus a noise level estimated from the residuals (shrunk
+towards the base's spread with few points), then scaled by a factor fitted on
+leave-one-out residuals of the task's own measurements (held-out folds that
+include the run's earliest points).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kernelcast.agents.features import Features
+
+NOISE_PRIOR_WEIGHT = 3.0  # pseudo-observations of the base's spread in the noise estimate
+SCALE_PRIOR_WEIGHT = 4.0  # pseudo-observations of "well calibrated" in the LOO spread factor
+MIN_NOISE = 0.05
+PRIOR_SCALES = {"level": 1.0, "base": 1.0}  # prior sd of the intercept and of the base-mean slope
+FEATURE_SCALE = 0.1  # prior sd of every other (standardized) feature's weight
+_EDIT_LABEL = re.compile(r"[A-Za-z][A-Za-z \-]*[A-Za-z]")
+
+
+def edit_features(intent: str) -> Features:
+    """Indicators of the transformations named in a candidate's intent ("... + unroll 4 + work-group (64)")."""
+    out: Features = {}
+    for part in intent.split(" + ")[1:]:
+        label = _EDIT_LABEL.match(part.strip().removeprefix("generic:").strip())
+        if label:
+            out[f"edit:{label.group(0).strip().lower()}"] = 1.0
+    if intent.startswith("generic:"):
+        label = _EDIT_LABEL.match(intent.removeprefix("generic:").strip())
+        if label:
+            out[f"edit:{label.group(0).strip().lower()}"] = 1.0
+    return out
+
+
+def task_features(features: Features, intent: str) -> Features:
+    """The part of the full feature dict that varies between one task's candidates, plus edit indicators."""
+    keep = {k: v for k, v in features.items()
+            if k.startswith(("param.", "cand.log2_work", "cand.vector_width", "opt.", "cand.unroll", "cand.local_mem",
+                             "cand.barriers", "roof."))}
+    keep.update(edit_features(intent))
+    return keep
+
+
+@dataclass
+class TaskModel:
+    """Posterior of the correction for one (task, device), refitted from all its measured candidates."""
+
+    names: list[str] = field(default_factory=list)
+    mean: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    scale: np.ndarray = field(default_factory=lambda: np.ones(0))
+    w_mean: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    w_cov: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    noise: float = 1.0
+    spread_factor: float = 1.0
+    n: int = 0
+
+    @classmethod
+    def fit(cls, feats: Sequence[Features], base_mean: Sequence[float], base_sd: Sequence[float],
+            log_speedups: Sequence[float]) -> "TaskModel":
+        model = cls(n=len(log_speedups))
+        if not len(log_speedups):
+            return model
+        names = sorted({k for f in feats for k in f})
+        X = np.array([[f.get(k, 0.0) for k in names] for f in feats], dtype=np.float64)
+        mean, scale = X.mean(axis=0), X.std(axis=0)
+        varying = scale > 1e-9
+        model.names = [n for n, v in zip(names, varying, strict=True) if v]
+        model.mean, model.scale = mean[varying], scale[varying]
+        b = np.asarray(base_mean, dtype=np.float64)
+        y = np.asarray(log_speedups, dtype=np.float64)
+        Phi = model._design(X[:, varying], b)
+        prior_var = model._prior_var()
+        s0 = float(np.mean(base_sd))
+        noise = max(s0, MIN_NOISE)
+        for _ in range(3):  # noise and weights depend on each other: a few fixed-point steps
+            model.w_mean, model.w_cov = _posterior(Phi, y - b, prior_var, noise)
+            resid = y - b - Phi @ model.w_mean
+            noise = math.sqrt((NOISE_PRIOR_WEIGHT * s0 ** 2 + float(resid @ resid)) / (NOISE_PRIOR_WEIGHT + len(y)))
+            noise = max(noise, MIN_NOISE)
+        model.noise = noise
+        model.spread_factor = _loo_spread_factor(Phi, y - b, prior_var, noise)
+        return model
+
+    def _prior_var(self) -> np.ndarray:
+        return np.array([PRIOR_SCALES["level"] ** 2, PRIOR_SCALES["base"] ** 2]
+                        + [FEATURE_SCALE ** 2] * len(self.names))
+
+    def _design(self, X: np.ndarray, base_mean: np.ndarray) -> np.ndarray:
+        Z = (X - self.mean) / self.scale if len(self.names) else np.zeros((len(base_mean), 0))
+        return np.column_stack([np.ones(len(base_mean)), base_mean, Z])
+
+    def predict(self, feats: Sequence[Features], base_mean: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and spread of ln S for candidates of the task."""
+        b = np.asarray(base_mean, dtype=np.float64)
+        if self.n == 0:
+            raise RuntimeError("task model has no measurements")
+        X = np.array([[f.get(k, 0.0) for k in self.names] for f in feats], dtype=np.float64).reshape(len(b), -1)
+        Phi = self._design(X, b)
+        mu = b + Phi @ self.w_mean
+        var = self.noise ** 2 + np.einsum("ij,jk,ik->i", Phi, self.w_cov, Phi)
+        return mu, np.sqrt(var) * self.spread_factor
+
+
+def _posterior(Phi: np.ndarray, target: np.ndarray, prior_var: np.ndarray, noise: float
+               ) -> tuple[np.ndarray, np.ndarray]:
+    precision = Phi.T @ Phi / noise ** 2 + np.diag(1.0 / prior_var)
+    cov = np.linalg.inv(precision)
+    return cov @ Phi.T @ target / noise ** 2, cov
+
+
+def _loo_spread_factor(Phi: np.ndarray, target: np.ndarray, prior_var: np.ndarray, noise: float) -> float:
+    """sqrt of the mean squared leave-one-out z-score, shrunk towards 1 (calibration on held-out points)."""
+    n = len(target)
+    if n < 2:
+        return 1.0
+    z2 = []
+    for i in range(n):
+        keep = np.arange(n) != i
+        w, cov = _posterior(Phi[keep], target[keep], prior_var, noise)
+        var = noise ** 2 + float(Phi[i] @ cov @ Phi[i])
+        z2.append((target[i] - float(Phi[i] @ w)) ** 2 / var)
+    return math.sqrt((SCALE_PRIOR_WEIGHT + float(np.sum(z2))) / (SCALE_PRIOR_WEIGHT + n))
+
+
+__all__ = ["TaskModel", "edit_features", "task_features"]

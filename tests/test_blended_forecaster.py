@@ -1,0 +1,60 @@
+"""The run's forecaster across devices: every device's data, weighted by how close its device is (issue 13,
+item 3). The shipped seed dataset stands for "another device's data"; the target devices are specs built
+here, so nothing assumes which device this machine has."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelcast.agents.blended_forecaster import BlendedForecaster
+from kernelcast.agents.factory import SEED_DATASET, learned_forecaster
+from kernelcast.agents.features import device_similarity
+from kernelcast.tools.measurement import HardwareSpec
+from kernelcast.tools.store import Store
+from kernelcast.tools.task import resolve_task
+
+GPU = HardwareSpec(backend="cuda", platform="cuda", name="big gpu", device_type="GPU", compute_units=132,
+                   clock_mhz=1980, global_cache_bytes=50 * 2**20, local_mem_bytes=228 * 2**10)
+
+
+@pytest.fixture(scope="module")
+def seed_device() -> HardwareSpec:
+    _, devices = Store.read_pairs(SEED_DATASET)
+    return next(iter(devices.values()))
+
+
+@pytest.fixture(scope="module")
+def blended(tmp_path_factory: pytest.TempPathFactory, seed_device: HardwareSpec) -> BlendedForecaster:
+    store = Store(tmp_path_factory.mktemp("blend") / "k.db")
+    model = learned_forecaster(store, seed_device.key)
+    assert isinstance(model, BlendedForecaster)
+    return model
+
+
+def test_device_similarity_orders_devices(seed_device: HardwareSpec) -> None:
+    near = seed_device.model_copy(update={"platform": "another runtime", "clock_mhz": seed_device.clock_mhz + 200})
+    assert device_similarity(seed_device, seed_device) == 1.0
+    assert 1.0 > device_similarity(seed_device, near) > device_similarity(seed_device, GPU) > 0.0
+    assert device_similarity(None, GPU) == 0.5
+
+
+def test_other_devices_data_counts_by_closeness(blended: BlendedForecaster, seed_device: HardwareSpec) -> None:
+    assert blended.cross is not None and blended.seeded  # the forest trained on the seed device's pairs
+    own = blended.stack_weight(seed_device)
+    far = blended.stack_weight(GPU)
+    assert own >= far and far < 0.1  # a GPU learns little from a CPU's measurements
+    task = resolve_task("softmax")
+    cands = [task.instantiate(p) for p in task.param_space()[:16]]
+    for hw in (seed_device, GPU):
+        forecasts = blended.forecast_many(task, cands, hw)
+        assert not any(f.failed for f in forecasts)
+        assert "roofline prior" in (forecasts[0].provenance.model or "")
+
+
+def test_without_a_store_the_prior_still_forecasts(seed_device: HardwareSpec, tmp_path: Path) -> None:
+    model = learned_forecaster(None, None, seed_path=tmp_path / "absent.jsonl.gz")
+    task = resolve_task("gemv")
+    forecasts = model.forecast_many(task, [task.reference(), task.instantiate(task.param_space()[5])], seed_device)
+    assert not any(f.failed for f in forecasts) and forecasts[0].provenance.mode == "prior"

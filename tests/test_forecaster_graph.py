@@ -1,0 +1,70 @@
+"""Issue 13's done-when, at graph level: a fresh store and a task loaded from a path give informative
+forecasts from the first round and `learn` events from the first measurements (real device, small sizes)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kernelcast.agents.device_probe import PROBE
+from kernelcast.agents.learned_forecaster import task_lookup, training_set
+from kernelcast.graphs.config import RunConfig
+from kernelcast.graphs.context import RunEnv
+from kernelcast.graphs.run import start_run
+from kernelcast.graphs.trust import RouteRecord, calibration_rows, live_counts, trust_summary
+from kernelcast.tools.store import Store
+from kernelcast.tools.task import BUILTIN_DIR, TaskError, resolve_task
+
+
+@pytest.fixture()
+def own_task(tmp_path: Path) -> Path:
+    """The saxpy task under a name no built-in has, as a user's task folder."""
+    folder = tmp_path / "my_saxpy"
+    shutil.copytree(BUILTIN_DIR / "saxpy", folder)
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text().replace('name = "saxpy"', 'name = "my_saxpy"'))
+    with pytest.raises(TaskError):
+        resolve_task("my_saxpy")  # only its path knows it
+    return toml
+
+
+def test_fresh_store_path_task_is_forecast_from_the_first_round_and_learns(tmp_path: Path, own_task: Path) -> None:
+    store = Store(tmp_path / "k.db")
+    config = RunConfig(task=str(own_task), budget=6, router="selective", forecaster="learned", sizes="small",
+                       measure_per_round=2)
+    result = start_run(config, store, RunEnv(tmp_path, measure_timeout_s=60))
+    assert result.spent <= 6 and result.best_hash is not None
+
+    forecasts = store.forecast_rows(run_id=result.run_id)
+    assert forecasts and not any(r["failed"] for r in forecasts), "every forecast informative, none 'untrained'"
+    events = store.events(result.run_id)
+    first_spend = next(i for i, e in enumerate(events) if e["kind"] == "spend")
+    first_round = [e for e in events[:first_spend] if e["kind"] == "route"]
+    assert first_round and all(RouteRecord.model_validate(e["payload"]).informative for e in first_round)
+
+    learned = [e["payload"] for e in events if e["kind"] == "learn"]
+    assert learned and all(p.get("error") is None for p in learned)
+    assert learned[0]["pairs"] <= config.measure_per_round  # from the first measurements on
+    assert any("from this run" in r["model"] for r in forecasts)
+
+    records = [RouteRecord.model_validate(e["payload"]) for e in events if e["kind"] == "route"]
+    assert all(r.p_beat is not None and r.incumbent is not None and r.incumbent >= 1.0 for r in records)
+    summary = trust_summary(store, result.run_id, risk=config.risk)
+    assert summary.informative_forecasts == summary.forecasts == len(forecasts)
+    assert summary.considered == summary.considered_all == result.considered
+    assert summary.decisions == len(records)
+    tree = json.loads((Path(result.folder) / "tree.json").read_text())
+    live = live_counts(tree)
+    assert live["informative"] == live["forecasts"] == summary.forecasts
+    assert live["considered"] == live["considered_all"] == summary.considered
+    assert len(calibration_rows(store, result.device)) == sum(1 for e in events if e["kind"] == "spend"
+                                                              and e["payload"]["phase"] == "search")
+
+    assert store.device_probe(result.device, PROBE)  # the triad was measured once and kept
+    # the store's task record lets later trainings featurize this task's pairs
+    pairs = store.measured_pairs(device=result.device, sizes="small")
+    rows = training_set(pairs, task_lookup(store))
+    assert len(rows) == sum(1 for _, m in pairs if m.ok) > 0 and not rows.skipped["unknown task"]

@@ -1,0 +1,131 @@
+"""Routing on P(child beats the incumbent) with certified trust thresholds (issue 13, item 4)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from kernelcast.agents.bins import EDGES
+from kernelcast.agents.distributions import expected_gain, lognormal_bins, moments, prob_above
+from kernelcast.agents.risk_control import (CalibrationRow, TrustThresholds, clopper_pearson_interval,
+                                            clopper_pearson_upper, fit_thresholds)
+from kernelcast.graphs.routing import RoutingInput, SelectiveRouter, audit_draw
+
+
+def test_prob_above_reads_bins_and_interpolates_inside_them() -> None:
+    p = np.full(8, 1 / 8)
+    assert prob_above(p, 1.0) == pytest.approx(0.5)  # four bins above 1.0
+    for k, edge in enumerate(EDGES):
+        assert prob_above(p, edge) == pytest.approx((7 - k) / 8)
+    inside = prob_above(p, math.sqrt(math.sqrt(2)))  # halfway (in log) through bin 5
+    assert inside == pytest.approx(3 / 8 + 1 / 16)
+    grid = [0.05, 0.3, 0.6, 0.9, 1.1, 1.7, 3.0, 5.0, 20.0]
+    values = [prob_above(p, u) for u in grid]
+    assert values == sorted(values, reverse=True) and values[0] == 1.0 and values[-1] == 0.0
+    with pytest.raises(ValueError, match="8 values"):
+        prob_above([0.5, 0.5], 1.0)
+
+
+def test_lognormal_bins_and_moments_agree() -> None:
+    probs = lognormal_bins(0.0, 0.5)
+    assert probs.sum() == pytest.approx(1.0) and prob_above(probs, 1.0) == pytest.approx(0.5, abs=1e-6)
+    mean, sd = moments(lognormal_bins(math.log(2.5), 0.3))
+    assert mean == pytest.approx(math.log(2.5), abs=0.15) and 0.2 < sd < 0.6
+    many = lognormal_bins(np.array([-1.0, 0.0, 1.0]), np.array([0.4, 0.4, 0.4]))
+    assert many.shape == (3, 8) and np.allclose(many.sum(axis=1), 1.0)
+
+
+def test_expected_gain_falls_as_the_incumbent_rises() -> None:
+    p = lognormal_bins(math.log(2.0), 0.5)
+    gains = [expected_gain(p, u) for u in (0.5, 1.0, 2.0, 4.0, 16.0)]
+    assert gains == sorted(gains, reverse=True) and gains[-1] == 0.0 and gains[0] > 0
+
+
+def test_clopper_pearson_bounds() -> None:
+    assert clopper_pearson_upper(0, 22, 0.1) == pytest.approx(1 - 0.1 ** (1 / 22))
+    assert clopper_pearson_upper(0, 0, 0.1) == 1.0 and clopper_pearson_upper(5, 5, 0.1) == 1.0
+    lo, hi = clopper_pearson_interval(3, 30)
+    assert 0 < lo < 0.1 < hi < 0.3
+
+
+def test_no_calibration_data_means_no_trust() -> None:
+    trust = fit_thresholds([], risk=0.1)
+    assert not trust.trusts_anything and trust.n_calibration == 0
+    few = [CalibrationRow(0.001, False)] * 10  # ten clean rows cannot certify 10 % at 90 % confidence
+    assert fit_thresholds(few, risk=0.1).prune_below is None
+    with pytest.raises(ValueError, match="risk"):
+        fit_thresholds(few, risk=0.0)
+
+
+def test_certified_thresholds_keep_false_prunes_within_the_risk() -> None:
+    """Calibrated forecasts (a child beats the incumbent with probability p): in repeated draws of the
+    calibration set, the chosen prune rule's false-prune share on fresh decisions exceeds the risk in at
+    most about delta of the trials."""
+    rng = np.random.default_rng(0)
+    risk, delta, failures, trusted_any = 0.1, 0.1, 0, 0
+    trials = 60
+    for _ in range(trials):
+        p = rng.beta(0.6, 1.5, 400)
+        rows = [CalibrationRow(float(q), bool(rng.random() < q)) for q in p]
+        trust = fit_thresholds(rows, risk=risk, delta=delta)
+        if trust.prune_below is None:
+            continue
+        trusted_any += 1
+        assert trust.prune_bound is not None and trust.prune_bound <= risk
+        fresh = rng.beta(0.6, 1.5, 4000)
+        pruned = fresh <= trust.prune_below
+        false_share = float((rng.random(pruned.sum()) < fresh[pruned]).mean())
+        failures += false_share > risk
+    assert trusted_any > trials // 2  # the data allow pruning most of the time
+    assert failures <= math.ceil(delta * trials) + 2
+
+
+def test_an_overconfident_forecaster_earns_no_trust() -> None:
+    """Forecasts that say p = 0.01 while half of those children beat the incumbent."""
+    rng = np.random.default_rng(1)
+    rows = [CalibrationRow(0.01, bool(rng.random() < 0.5)) for _ in range(300)]
+    assert fit_thresholds(rows, risk=0.1).prune_below is None
+
+
+def _item(key: str, mu: float, incumbent: float = 1.0, sigma: float = 0.2, failed: bool = False) -> RoutingInput:
+    probs = tuple(np.full(8, 1 / 8) if failed else lognormal_bins(mu, sigma))
+    return RoutingInput(hash=key, confidence=max(probs), predicted_bin=int(np.argmax(probs)) + 1,
+                        expected_log_speedup=mu, expected_bin=float(np.arange(1, 9) @ np.asarray(probs)),
+                        failed=failed, probabilities=probs, incumbent=incumbent)
+
+
+def test_selective_prunes_sure_losers_accepts_sure_winners_and_audits_some() -> None:
+    trust = TrustThresholds(prune_below=0.05, accept_above=0.95, n_calibration=100)
+    items = [_item(f"slow{i}", math.log(0.3)) for i in range(20)] + \
+        [_item(f"fast{i}", math.log(6.0)) for i in range(5)] + \
+        [_item("unsure", 0.0), _item("broken", 0.0, failed=True)]
+    out = SelectiveRouter(measure_per_round=4, audit_rate=0.3, seed=1).route(items, 10, trust=trust, audits=3)
+    assert out["unsure"].decision == "measure" and out["broken"].decision == "measure"
+    slow = [out[f"slow{i}"] for i in range(20)]
+    assert all(r.trusted_as == "prune" for r in slow)
+    assert all(out[f"fast{i}"].trusted_as == "accept" for i in range(5))
+    audited = [r for r in out.values() if r.audit]
+    assert 1 <= len(audited) <= 3 and all(r.decision == "measure" for r in audited)
+    # the incumbent matters: against a 0.2x incumbent the same slow children are likely winners
+    against_weak = SelectiveRouter().route([_item("slow", math.log(0.3), incumbent=0.2)], 4, trust=trust)
+    assert against_weak["slow"].decision != "prune"
+
+
+def test_audit_draw_is_reproducible_and_uniform() -> None:
+    draws = [audit_draw(f"c{i}", 7) for i in range(2000)]
+    assert draws == [audit_draw(f"c{i}", 7) for i in range(2000)]
+    assert 0.45 < float(np.mean(draws)) < 0.55 and min(draws) >= 0 and max(draws) < 1
+
+
+def test_beyond_the_open_bins_only_a_continuous_belief_can_compare_with_the_incumbent() -> None:
+    bins_only = _item("bins", math.log(20.0), incumbent=15.0)
+    assert bins_only.p_beat is None  # bin 8 says "above 4x", not whether above 15x
+    believed = RoutingInput(**{**bins_only.__dict__, "hash": "belief", "log_mean": math.log(20.0), "log_sd": 0.3})
+    assert believed.p_beat == pytest.approx(1 - 0.1684, abs=0.01)  # P(Z > ln(15/20)/0.3)
+    assert believed.gain > 0
+    trust = TrustThresholds(prune_below=0.05, accept_above=0.5)
+    out = SelectiveRouter().route([bins_only, believed], 4, trust=trust)
+    assert out["bins"].decision == "measure" and "no P(beat)" in out["bins"].reason
+    assert out["belief"].decision == "accept"

@@ -1,0 +1,82 @@
+"""The in-task Bayesian correction: learning one task's candidates from the first measurement (issue 13, item 2).
+
+The data follow a known law of the template parameters (the real gemm template's feature dicts, synthetic
+speedups), so the test can check that the model recovers level and ranking from few points and that its
+spread shrinks with data.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from kernelcast.agents.features import features
+from kernelcast.agents.task_model import TaskModel, edit_features, task_features
+from kernelcast.tools.measurement import HardwareSpec
+from kernelcast.tools.task import resolve_task
+
+HW = HardwareSpec(backend="opencl", platform="p", name="cpu", device_type="CPU", compute_units=2, clock_mhz=2600)
+
+
+def law(params: dict) -> float:
+    """ln S: register blocking helps, tiny work-groups hurt; the level is far above what the base says."""
+    return 1.5 + 0.35 * math.log2(params["TM"] * params["TN"]) - 0.3 * abs(math.log2(params["WGX"] / 8))
+
+
+@pytest.fixture(scope="module")
+def rows() -> tuple[list[dict], np.ndarray]:
+    task = resolve_task("gemm")
+    rng = np.random.default_rng(0)
+    points = [task.param_space()[i] for i in rng.choice(len(task.param_space()), 60, replace=False)]
+    feats = [task_features(features(task, task.instantiate(p), HW), "template point") for p in points]
+    y = np.array([law(p) for p in points]) + rng.normal(0, 0.05, len(points))
+    return feats, y
+
+
+def test_edit_features_name_the_transformations() -> None:
+    f = edit_features("template point TM=2 + unroll 4 (loop 1) + work-group (64)")
+    assert f == {"edit:unroll": 1.0, "edit:work-group": 1.0}
+    assert edit_features("generic: build option -cl-mad-enable") == {"edit:build option -cl-mad-enable": 1.0}
+
+
+def test_one_measurement_fixes_the_level(rows) -> None:
+    feats, y = rows
+    base = np.zeros(len(y))  # the base believes "no change" for every candidate
+    model = TaskModel.fit(feats[:1], base[:1], np.full(1, 0.8), y[:1])
+    mu, sd = model.predict(feats[10:], base[10:])
+    assert np.mean(np.abs(mu - y[10:])) < np.mean(np.abs(y[10:])) / 2  # moved most of the way to the true level
+    assert np.all(sd > 0.2)  # one point: still cautious
+
+
+def test_a_few_measurements_order_the_rest_and_confidence_grows(rows) -> None:
+    feats, y = rows
+    base = np.zeros(len(y))
+    sds, rhos = [], []
+    for n in (2, 4, 8, 24):
+        model = TaskModel.fit(feats[:n], base[:n], np.full(n, 0.8), y[:n])
+        mu, sd = model.predict(feats[30:], base[30:])
+        sds.append(float(np.mean(sd)))
+        rhos.append(float(spearmanr(mu, y[30:])[0]))
+    assert sds == sorted(sds, reverse=True)  # no cliff: the spread shrinks step by step
+    assert rhos[1] > 0.5 and rhos[-1] > 0.85
+    model = TaskModel.fit(feats[:24], base[:24], np.full(24, 0.8), y[:24])
+    mu, sd = model.predict(feats[30:], base[30:])
+    z = (y[30:] - mu) / sd
+    assert 0.3 < float(np.std(z)) < 2.0  # spreads are of the right size on unseen points
+
+
+def test_an_overconfident_base_is_widened_by_held_out_residuals(rows) -> None:
+    feats, y = rows
+    wrong = np.random.default_rng(3).normal(0, 1.5, len(y))  # a base that knows nothing but claims to be sure
+    model = TaskModel.fit(feats[:12], wrong[:12], np.full(12, 0.05), y[:12])
+    mu, sd = model.predict(feats[30:], wrong[30:])
+    z = (y[30:] - mu) / sd
+    assert 0.3 < float(np.std(z)) < 2.5  # residuals, not the base's claim, set the spread
+    assert model.w_mean[1] < -0.7  # the offset learns to cancel the useless base (ln S = base + w.phi)
+    empty = TaskModel.fit([], [], [], [])
+    assert empty.n == 0
+    with pytest.raises(RuntimeError, match="no measurements"):
+        empty.predict(feats[:1], [0.0])
