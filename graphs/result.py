@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.state import NodeRecord, SearchState, outcome_counts
+from kernelcast.graphs.trust import trust_summary
 from kernelcast.tools.store import Store
 
 
@@ -34,7 +35,9 @@ class RunResult(BaseModel):
     best_path: list[str] = Field(default_factory=list, description="intents from the reference to the best")
     best_geometry: dict[str, list[str] | None] = Field(default_factory=dict)
     measurements_to_best: int = 0
-    considered: int = 0
+    considered: int = 0  # candidates with an informative forecast or a measurement
+    considered_all: int = 0  # every candidate the router saw (forecast failed or not)
+    trust: str = Field("", description="informative forecasts, trusted decisions, audits, measured false prunes")
     counts: dict[str, int] = Field(default_factory=dict)
     folder: str = ""
 
@@ -63,8 +66,10 @@ def build_result(state: SearchState, ctx: RunContext, status: str) -> RunResult:
             max(measured, key=lambda n: n["speedup"] or 0.0) if measured else None)
     result = RunResult(run_id=run_id, task=task, device=device, router=router, budget=budget,
                        spent=store.measurement_totals(run_id)[0], status=status,
-                       stop_reason=state.get("stop_reason", ""), considered=len(nodes) - 1, counts=counts,
+                       stop_reason=state.get("stop_reason", ""), considered_all=len(nodes) - 1, counts=counts,
                        measurements_to_best=state.get("measurements_to_best", 0), folder=str(folder))
+    trust = trust_summary(store, run_id, ctx.config.risk)
+    result.considered, result.trust = trust.considered, trust.line()
     if best is not None:
         cand = store.candidate(best["hash"])
         result.best_hash = best["hash"]
@@ -127,7 +132,8 @@ def write_run_folder(result: RunResult, state: SearchState, store: Store, langua
             (folder / "best.json").write_text(cand.model_dump_json(indent=2))
     lines = [f"# run {result.run_id}: {result.task} on {result.device}", "",
              f"router {result.router}, budget {result.budget}, spent {result.spent}, "
-             f"candidates considered {result.considered}", ""]
+             f"candidates considered {result.considered} (of {result.considered_all} proposed)", "",
+             result.stop_reason, "", result.trust, ""]
     if result.best_hash:
         lines += [f"best speedup: **{result.best_speedup:.3f}x** ({result.verdict}); first measured "
                   f"{result.first_speedup or 0:.3f}x, candidate `{result.best_hash}`, reached after "

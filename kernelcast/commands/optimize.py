@@ -79,7 +79,10 @@ def print_result(result: Any) -> None:
     table.add_row("task / device", f"{result.task} / {result.device}")
     table.add_row("router, budget spent", f"{result.router}, {result.spent} of {result.budget}")
     table.add_row("stop reason", result.stop_reason)
-    table.add_row("candidates considered", f"{result.considered} ({result.considered_per_measurement:.1f} per measurement)")
+    table.add_row("candidates considered", f"{result.considered} ({result.considered_per_measurement:.1f} per "
+                                           f"measurement; {result.considered_all} proposed)")
+    if result.trust:
+        table.add_row("forecasts and trust", result.trust)
     table.add_row("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(result.counts.items())))
     if result.best_hash:
         colour = "green" if result.significant else "yellow"
