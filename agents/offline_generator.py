@@ -1,15 +1,18 @@
 """The default generator: no network, no model, deterministic given a seed.
 
-Two sources of candidates, interleaved:
+Candidates come from three sources, interleaved:
 
-- the task's tunable template: neighbours of the parent's point (one or two
-  parameters moved to an adjacent allowed value) and random restarts over
-  the parameter space, never a point the store has measured on this device;
-- generic, semantics-preserving rewrites valid for any kernel: work-group
-  size/shape (only when the kernel cannot observe it), build options
-  (fast-math only where the task's tolerance allows it) and ``#pragma
-  unroll`` on simple for-loops. They apply to the parent, or, when the
-  parent is an already-measured template point, on top of fresh points.
+- the task's tunable template: the first round (a parent that is not a template point) is a seeded
+  space-filling design over the parameters (scrambled Sobol points snapped to valid points), never the
+  default point, which equals the reference; later rounds move one or two parameters of the parent's point
+  to adjacent values, with random restarts; never a point the store has measured on this device;
+- without a template, a derived template (:class:`kernelcast.agents.derived_space.DerivedSpace`): the
+  source transformations whose preconditions hold on the entry kernel's AST (scalar replacement,
+  restrict/const, coarsening with jam, unrolling with remainder, work-group shape over the full legal
+  range), explored the same way: a space-filling first round, then neighbours of the parent's point;
+- generic edits valid for any kernel: work-group size/shape (only when the kernel cannot observe it; 1-D
+  from 1 up to the device limit), build options (fast-math only where the task's tolerance allows it) and
+  ``#pragma unroll`` on the entry kernel's counted loops (found on the AST).
 
 Every proposal passes :class:`kernelcast.agents.generator.Validator` before it is returned.
 """
@@ -25,9 +28,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kernelcast.agents.dedup import Deduplicator
+from kernelcast.agents.derived_space import DerivedSpace, work_group_shapes
 from kernelcast.agents.generator import FAST_MATH_OPTIONS, GenerationContext, ProposalReport, Validator
+from kernelcast.agents.kernel_ast import (K, KernelParseError, ParsedSource, Span, counted_loop, header_parts,
+                                          observes_work_group, parse, walk)
+from kernelcast.agents.space_filling import space_filling
 from kernelcast.tools.candidate import Candidate, normalize_source
-from kernelcast.tools.expr import ExpressionError, evaluate, evaluate_int
+from kernelcast.tools.expr import ExpressionError, evaluate_int
 from kernelcast.tools.task import Task
 
 if TYPE_CHECKING:
@@ -41,11 +48,11 @@ SAFE_OPTIONS = {"opencl": ["-cl-mad-enable", "-cl-no-signed-zeros"],
 FAST_OPTIONS = {"opencl": ["-cl-fast-relaxed-math", "-cl-unsafe-math-optimizations"], "cuda": ["--use_fast_math"]}
 assert all(o in FAST_MATH_OPTIONS for opts in FAST_OPTIONS.values() for o in opts)
 UNROLL_FACTORS = (2, 4, 8)
-LOCAL_1D = (16, 32, 64, 128, 256, 512, 1024)
-LOCAL_X = (8, 16, 32, 64, 128, 256)
-LOCAL_Y = (1, 2, 4, 8, 16, 32)
-MAX_LOCAL_CHOICES = 8  # work-group shapes offered per kernel (a shuffled sample of the valid ones)
+MAX_LOCAL_CHOICES = 12  # work-group shapes offered per kernel as generic edits (a shuffled sample of the valid ones)
 DEFAULT_MAX_WG = 256  # without a hardware spec, stay within what every device supports
+DESIGN_DRAWS = 1024  # Sobol draws of the derived design before the remaining points (small spaces) follow
+MAX_ENUMERATED = 20000  # derived spaces up to this size are exhausted point by point after the design
+DERIVED_BASE = "base"  # key of a derived point's params naming the kernel the transformations were applied to
 
 
 # ---- does the kernel observe its work-group size? ------------------------------------------
@@ -71,117 +78,24 @@ def _cuda_global_index_patterns() -> re.Pattern[str]:
 _CUDA_INVARIANT = _cuda_global_index_patterns()
 
 
-def local_size_independent(source: str, language: str) -> bool:
+def local_size_independent(source: str, language: str, entry: str | None = None) -> bool:
     """True when the kernel's results cannot depend on the work-group size, so it may be changed.
 
-    OpenCL: no required size, no local ids/sizes/groups, no local memory, no
-    barriers or group functions. CUDA: block/thread indices appear only in the
-    block-shape-invariant forms ``blockIdx.x*blockDim.x+threadIdx.x`` and
-    ``gridDim.x*blockDim.x``; no shared memory, no syncs, no warp functions.
+    OpenCL: read on the AST of ``entry`` (every kernel of the file without it): no required size, no local
+    ids/sizes/groups, no local memory, no barriers or group functions; a source that does not parse falls
+    back to a conservative text check. CUDA: block/thread indices appear only in the block-shape-invariant
+    forms ``blockIdx.x*blockDim.x+threadIdx.x`` and ``gridDim.x*blockDim.x``; no shared memory, no syncs,
+    no warp functions.
     """
     text = normalize_source(source)
     if language == "cuda":
         return not _CUDA_LOCAL_DEPENDENT.search(_CUDA_INVARIANT.sub(" GID ", text))
-    return not _CL_LOCAL_DEPENDENT.search(text)
-
-
-# ---- simple for-loops ---------------------------------------------------------------------
-_SIMPLE_FOR = re.compile(
-    r"^(?P<indent>[ \t]*)for\s*\(\s*(?:(?:const\s+)?(?:unsigned\s+)?(?:int|uint|long|ulong|size_t|short)\s+)?"
-    r"(?P<var>[A-Za-z_]\w*)\s*=\s*[^;{}]+;\s*(?P=var)\s*(?:<=?|>=?|!=)\s*(?P<bound>[^;{}]+);\s*"
-    r"(?:\+\+\s*(?P=var)|--\s*(?P=var)|(?P=var)\s*(?:\+\+|--)|(?P=var)\s*[+\-]=\s*[^;{}(),]+)\s*\)", re.M)
-_LITERAL = re.compile(r"^\s*\d+[uUlL]*\s*$")
-_NAME = re.compile(r"^\s*([A-Za-z_]\w*)\s*$")
-
-
-@dataclass(frozen=True)
-class Loop:
-    start: int  # offset of the line holding ``for``
-    indent: str
-    header: str
-    has_pragma: bool
-    constant_bound: bool
-
-
-def simple_loops(source: str) -> list[Loop]:
-    """Counted for-loops (``for (int i = a; i < b; ++i)``) that start a line, outside macros and outside
-    preprocessor branches known to be inactive (a pragma there would make a new hash but the same binary)."""
-    active = active_lines(source)
-    loops = []
-    for m in _SIMPLE_FOR.finditer(source):
-        if not active[source.count("\n", 0, m.start())]:
-            continue
-        before = source[: m.start()].rstrip("\n").splitlines()
-        previous = next((line.strip() for line in reversed(before) if line.strip()), "")
-        if previous.endswith("\\"):
-            continue  # inside a multi-line #define: a pragma line would end the macro
-        loops.append(Loop(m.start(), m.group("indent"), " ".join(m.group(0).split()),
-                          previous.startswith(("#pragma unroll", "#pragma nounroll")),
-                          _compile_time_constant(m.group("bound"), source)))
-    return loops
-
-
-def _compile_time_constant(bound: str, source: str) -> bool:
-    """A literal or a ``#define``d name: a trip count the compiler knows, so a full unroll is possible."""
-    if _LITERAL.match(bound):
-        return True
-    name = _NAME.match(bound)
-    return bool(name and re.search(rf"#\s*define\s+{name.group(1)}\b", source))
-
-
-_DIRECTIVE = re.compile(r"^\s*#\s*(\w+)\s*(.*?)\s*$")
-_DEFINED = re.compile(r"\bdefined\s*(?:\(\s*(\w+)\s*\)|(\w+))")
-
-
-def active_lines(source: str) -> list[bool]:
-    """Per line: False where an ``#if``/``#ifdef`` branch is known to be skipped, given the ``#define``s above it.
-
-    Conditions it cannot evaluate count as active in every branch (the safe side: the loop is kept).
-    """
-    defines: dict[str, int | float | None] = {}  # None: defined, value not numeric
-    stack: list[tuple[bool, bool | None]] = []  # (enclosing region active, branch taken: True/False/unknown)
-    active, out = True, []
-    for line in source.splitlines() or [""]:
-        m = _DIRECTIVE.match(line)
-        if m:
-            word, rest = m.groups()
-            if word in ("if", "ifdef", "ifndef"):
-                cond = _condition(word, rest, defines)
-                stack.append((active, cond))
-                active = active and cond is not False
-            elif word == "elif" and stack:
-                outer, taken = stack[-1]
-                cond = False if taken is True else None if taken is None else _condition("if", rest, defines)
-                stack[-1] = (outer, True if cond is True else taken if cond is False else None)
-                active = outer and cond is not False
-            elif word == "else" and stack:
-                outer, taken = stack[-1]
-                active = outer and taken is not True
-            elif word == "endif" and stack:
-                active = stack.pop()[0]
-            elif word == "define" and active:
-                name, _, value = rest.partition(" ")
-                if re.fullmatch(r"[A-Za-z_]\w*", name):
-                    known = {k: v for k, v in defines.items() if v is not None}
-                    try:
-                        defines[name] = evaluate(value.strip() or "1", known)
-                    except (ExpressionError, ZeroDivisionError, TypeError):
-                        defines[name] = None
-        out.append(active)
-    return out
-
-
-def _condition(word: str, rest: str, defines: dict[str, int | float | None]) -> bool | None:
-    if word in ("ifdef", "ifndef"):
-        return (rest.split()[0] in defines) == (word == "ifdef") if rest.split() else None
-    expr = _DEFINED.sub(lambda m: "1" if (m.group(1) or m.group(2)) in defines else "0", rest)
-    expr = expr.replace("&&", " and ").replace("||", " or ")
-    if re.search(r"!(?!=)", expr):
-        return None
     try:
-        return bool(evaluate(expr, {k: v for k, v in defines.items() if v is not None}))
-    except (ExpressionError, ZeroDivisionError, TypeError, SyntaxError):
-        return None
+        ps = parse(source, language)
+        kernels = [ps.kernel(entry)] if entry else ps.kernels()
+    except KernelParseError:
+        return not _CL_LOCAL_DEPENDENT.search(text)
+    return not any(observes_work_group(ps, k) for k in kernels)
 
 
 # ---- generic edits -------------------------------------------------------------------------
@@ -202,32 +116,80 @@ def _add_option(option: str) -> Callable[[Candidate], Candidate]:
     return lambda c: c.model_copy(update={"build_options": [*c.build_options, option]})
 
 
-def _unroll(ordinal: int, factor: int | None) -> Callable[[Candidate], Candidate]:
+@dataclass(frozen=True)
+class PragmaSite:
+    """A counted for-loop of the entry kernel where ``#pragma unroll`` can go (found on the AST)."""
+
+    ordinal: int
+    header: str
+    has_pragma: bool
+    constant_bound: bool
+
+
+def _line_loops(ps: ParsedSource, kernel: Any) -> list[tuple[Any, int]]:
+    """(loop, offset of its ')') of the for-loops of ``kernel`` that start a line of the file itself (not a
+    macro expansion); loops in inactive preprocessor branches are not in the AST at all."""
+    out = []
+    for n in walk(kernel):
+        if n.kind != K.FOR_STMT or not ps.in_main_file(n):
+            continue
+        start = n.extent.start.offset
+        line_start = ps.data.rfind(b"\n", 0, start) + 1
+        if ps.data[start:start + 3] != b"for" or ps.data[line_start:start].strip():
+            continue
+        try:
+            out.append((n, header_parts(ps, n)[3]))
+        except KernelParseError:
+            continue
+    return out
+
+
+def pragma_sites(source: str, language: str, entry: str) -> list[PragmaSite]:
+    """Where ``#pragma unroll`` can go in the entry kernel, with whether one is there already."""
+    try:
+        ps = parse(source, language)
+        kernel = ps.kernel(entry)
+    except KernelParseError:
+        return []
+    sites: list[PragmaSite] = []
+    for n, close in _line_loops(ps, kernel):
+        start = n.extent.start.offset
+        before = ps.data[:start].decode().splitlines()[:-1]
+        previous = next((line.strip() for line in reversed(before) if line.strip()), "")
+        loop = counted_loop(ps, n)
+        bound = ps.text(loop.bound).strip() if loop is not None else ""
+        constant = bool(bound) and (bound.rstrip("uUlL").isdigit() or bound in ps.macros())
+        header = " ".join(ps.slice(start, close + 1, []).split())
+        sites.append(PragmaSite(len(sites), header, previous.startswith(("#pragma unroll", "#pragma nounroll")),
+                                constant))
+    return sites
+
+
+def _unroll_pragma(language: str, entry: str, ordinal: int, factor: int | None) -> Callable[[Candidate], Candidate]:
     def apply(c: Candidate) -> Candidate:
-        loop = simple_loops(c.source)[ordinal]  # loop ordinals survive pragma insertion
-        pragma = f"{loop.indent}#pragma unroll{'' if factor is None else f' {factor}'}\n"
-        return c.model_copy(update={"source": c.source[: loop.start] + pragma + c.source[loop.start:]})
+        ps = parse(c.source, language)
+        start = _line_loops(ps, ps.kernel(entry))[ordinal][0].extent.start.offset
+        pragma = f"#pragma unroll{'' if factor is None else f' {factor}'}\n{ps.line_indent(start)}"
+        return c.model_copy(update={"source": ps.edited([Span(start, start, pragma)])})
 
     return apply
 
 
 def local_size_choices(task: Task, candidate: Candidate, max_wg: int, rng: random.Random) -> list[list[str]]:
-    """Work-group shapes that divide the global size at both size sets (excluding the current one)."""
+    """Work-group shapes over the full legal range (1-D from 1 up to the device limit, 2-D shapes) that
+    divide the global size at both size sets, excluding the current one; a shuffled sample, smallest first."""
     globals_ = []
     for which in ("small", "full"):
         try:
-            sizes = task.sizes(which)  # type: ignore[arg-type]
+            sizes = task.sizes(which)
             globals_.append([evaluate_int(e, sizes) for e in candidate.global_size])
         except (ExpressionError, ZeroDivisionError, ValueError):
             return []
     dims = len(candidate.global_size)
-    if dims == 1:
-        shapes = [(x,) for x in LOCAL_1D]
-    else:
-        shapes = [(x, y, *([1] * (dims - 2))) for x in LOCAL_X for y in LOCAL_Y if 32 <= x * y]
+    shapes = [tuple(int(v) for v in shape.split(",")) for shape in work_group_shapes(dims, max_wg)]
     current = [str(e).replace(" ", "") for e in candidate.local_size or []]
-    valid = [s for s in shapes if math.prod(s) <= max_wg and [str(v) for v in s] != current
-             and all(g % l == 0 for glob in globals_ for g, l in zip(glob, s))]
+    valid = [s for s in shapes if [str(v) for v in s] != current
+             and all(g % size == 0 for glob in globals_ for g, size in zip(glob, s, strict=True))]
     rng.shuffle(valid)
     return [[str(v) for v in s] for s in sorted(valid[:MAX_LOCAL_CHOICES], key=lambda s: (math.prod(s), s))]
 
@@ -235,7 +197,7 @@ def local_size_choices(task: Task, candidate: Candidate, max_wg: int, rng: rando
 def generic_edits(task: Task, candidate: Candidate, max_wg: int, rng: random.Random) -> list[Edit]:
     """Every single generic edit applicable to ``candidate``."""
     edits: list[Edit] = []
-    if local_size_independent(candidate.source, task.language):
+    if local_size_independent(candidate.source, task.language, task.spec.entry):
         for local in local_size_choices(task, candidate, max_wg, rng):
             edits.append(Edit("local", f"work-group ({', '.join(local)})", _set_local(local)))
     options = SAFE_OPTIONS.get(task.language, []) + (
@@ -243,13 +205,14 @@ def generic_edits(task: Task, candidate: Candidate, max_wg: int, rng: random.Ran
     for option in options:
         if option not in candidate.build_options:
             edits.append(Edit(f"option {option}", f"build option {option}", _add_option(option)))
-    for ordinal, loop in enumerate(simple_loops(candidate.source)):
-        if loop.has_pragma:
+    for site in pragma_sites(candidate.source, task.language, task.spec.entry):
+        if site.has_pragma:
             continue
-        factors: list[int | None] = [*UNROLL_FACTORS, *([None] if loop.constant_bound else [])]
+        factors: list[int | None] = [*UNROLL_FACTORS, *([None] if site.constant_bound else [])]
         for factor in factors:
-            label = f"#pragma unroll{'' if factor is None else f' {factor}'} on '{loop.header}'"
-            edits.append(Edit(f"loop {ordinal}", label, _unroll(ordinal, factor)))
+            label = f"#pragma unroll{'' if factor is None else f' {factor}'} on '{site.header}'"
+            edits.append(Edit(f"loop {site.ordinal}", label,
+                              _unroll_pragma(task.language, task.spec.entry, site.ordinal, factor)))
     return edits
 
 
@@ -272,12 +235,12 @@ def _key(point: Point) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(point.items()))
 
 
-def neighbours(task: Task, base: Point, rng: random.Random) -> list[tuple[Point, str]]:
+def neighbours(params: dict[str, list[Any]], base: Point, valid: Callable[[Point], bool], rng: random.Random,
+               what: str = "template") -> list[tuple[Point, str]]:
     """Valid points one or two adjacent steps from ``base``: single moves (shuffled) before pairs (shuffled)."""
-    assert task.spec.template is not None
     steps = []
-    for name in sorted(task.spec.template.params):
-        values = task.spec.template.params[name]
+    for name in sorted(params):
+        values = params[name]
         index = values.index(base[name])
         steps += [(name, values[j]) for j in (index - 1, index + 1) if 0 <= j < len(values)]
     singles = [(s,) for s in steps]
@@ -287,42 +250,105 @@ def neighbours(task: Task, base: Point, rng: random.Random) -> list[tuple[Point,
     out = []
     for moves in itertools.chain(singles, pairs):
         point = {**base, **dict(moves)}
-        if task.is_valid_point(point):
-            out.append((point, "template neighbour: " + ", ".join(f"{k} {base[k]}->{v}" for k, v in moves)))
+        if valid(point):
+            out.append((point, f"{what} neighbour: " + ", ".join(f"{k} {base[k]}->{v}" for k, v in moves)))
     return out
+
+
+class _Fresh:
+    """Filters points: never one measured on this device, never one already yielded in this call."""
+
+    def __init__(self, measured: list[Point], report: ProposalReport) -> None:
+        self.measured = {_key(p) for p in measured}
+        self.report = report
+        self.skipped: set[tuple[tuple[str, Any], ...]] = set()
+        self.yielded: set[tuple[tuple[str, Any], ...]] = set()
+
+    def __call__(self, point: Point) -> bool:
+        key = _key(point)
+        if key in self.measured:
+            self.skipped.add(key)
+            self.report.skipped_measured = len(self.skipped)
+            return False
+        if key in self.yielded:
+            return False
+        self.yielded.add(key)
+        return True
+
+
+def _describe(point: Point) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(point.items()))
 
 
 def template_points(task: Task, parent: Candidate, context: GenerationContext, rng: random.Random,
                     report: ProposalReport) -> Iterator[tuple[Point, str]]:
-    """Unmeasured template points: the default (for a non-template parent), neighbours and random restarts."""
+    """Unmeasured template points. First round (the parent is no template point): a seeded space-filling
+    design, without the default point (it equals the reference). Later rounds: neighbours of the parent's
+    point and random restarts."""
     tmpl = task.spec.template
     if tmpl is None or task.template_source is None:
         return
-    measured = {_key(p) for p in context.measured_points}
-    skipped: set[tuple[tuple[str, Any], ...]] = set()
-    yielded: set[tuple[tuple[str, Any], ...]] = set()
-
-    def fresh(point: Point) -> bool:
-        key = _key(point)
-        if key in measured:
-            skipped.add(key)
-            report.skipped_measured = len(skipped)
-            return False
-        return key not in yielded
-
-    base = dict(parent.params) if parent.params and task.is_valid_point(parent.params) else None
-    firsts: list[tuple[Point, str]] = []
-    if base is None and tmpl.default is not None and task.is_valid_point(dict(tmpl.default)):
-        base = dict(tmpl.default)
-        firsts.append((base, "template default point"))
-    near = neighbours(task, base, rng) if base is not None else []
+    fresh = _Fresh(context.measured_points, report)
     space = task.param_space()
+    base = dict(parent.params) if parent.params and task.is_valid_point(parent.params) else None
+    if base is None:
+        reference = task.reference().hash
+        default = dict(tmpl.default) if tmpl.default is not None else None
+        known = [p for p in space if p != default]
+        design = space_filling(dict(tmpl.params), context.seed, count=len(known), known_valid=known)
+        for point in design:
+            if task.instantiate(point).hash != reference and fresh(point):
+                yield point, "template design point " + _describe(point)
+        return
+    near = neighbours(dict(tmpl.params), base, task.is_valid_point, rng)
     rng.shuffle(space)
-    far = ((p, "random template point " + ", ".join(f"{k}={v}" for k, v in sorted(p.items()))) for p in space)
-    for point, intent in itertools.chain(firsts, interleave([(iter(near), 2), (far, 1)])):
+    far = ((p, "random template point " + _describe(p)) for p in space)
+    for point, intent in interleave([(iter(near), 2), (far, 1)]):
         if fresh(point):
-            yielded.add(_key(point))
             yield point, intent
+
+
+def _remaining(space: DerivedSpace, rng: random.Random) -> Iterator[Point]:
+    """Every point of a small derived space in random order (after the design, so the space is exhausted)."""
+    if space.size() > MAX_ENUMERATED:
+        return
+    names = sorted(space.params)
+    combos = list(itertools.product(*(space.params[n] for n in names)))
+    rng.shuffle(combos)
+    for combo in combos:
+        point = dict(zip(names, combo, strict=True))
+        if space.instantiate(point) is not None:
+            yield point
+
+
+def derived_points(space: DerivedSpace, parent_point: Point | None, context: GenerationContext,
+                   rng: random.Random, report: ProposalReport) -> Iterator[tuple[Candidate, str]]:
+    """(candidate, label) of a derived template: a space-filling design around no point, else neighbours of
+    the parent's point interleaved with design points. Points whose transformations do not apply are skipped."""
+    base_tag = {DERIVED_BASE: space.base.hash[:12]}
+    measured = [{k: v for k, v in p.items() if k != DERIVED_BASE} for p in context.measured_points
+                if p.get(DERIVED_BASE) == base_tag[DERIVED_BASE]]
+    fresh = _Fresh(measured, report)
+
+    def built(point: Point) -> tuple[Candidate, str] | None:
+        return space.instantiate(point)
+
+    design = itertools.chain(space_filling(space.params, context.seed, count=DESIGN_DRAWS,
+                                           valid=lambda p: built(p) is not None),
+                             _remaining(space, rng))
+    streams: list[tuple[Iterator[tuple[Point, str]], int]] = []
+    if parent_point is not None and set(parent_point) == set(space.params):
+        near = neighbours(space.params, parent_point, lambda p: built(p) is not None, rng, "derived")
+        streams.append((iter(near), 2))
+    streams.append((((p, "derived design point") for p in design), 1))
+    for point, _why in interleave(streams):
+        if not fresh(point):
+            continue
+        made = built(point)
+        if made is None:
+            continue
+        candidate, label = made
+        yield candidate.model_copy(update={"params": {**point, **base_tag}}), label
 
 
 def interleave(streams: list[tuple[Iterator[T], int]]) -> Iterator[T]:
@@ -353,6 +379,16 @@ class OfflineGenerator:
         self.worker = worker
         self.max_tries = max_tries
         self.last_report = ProposalReport(generator=self.name)
+        self._spaces: dict[str, DerivedSpace] = {}  # derived templates by the short hash of their base kernel
+
+    def derived_space(self, task: Task, parent: Candidate, max_wg: int) -> tuple[DerivedSpace, Point | None]:
+        """The derived template ``parent`` belongs to (with its point), or a new one with ``parent`` as base."""
+        params = dict(parent.params or {})
+        tag = params.pop(DERIVED_BASE, None)
+        if tag in self._spaces and self._spaces[tag].task.name == task.name:
+            return self._spaces[tag], params
+        space = self._spaces.setdefault(parent.hash[:12], DerivedSpace(task, parent, max_wg))
+        return space, None
 
     def propose(self, task: Task, parent: Candidate, context: GenerationContext, n: int) -> list[Candidate]:
         report = self.last_report = ProposalReport(generator=self.name, requested=n, rounds=1)
@@ -377,13 +413,23 @@ class OfflineGenerator:
 
     def _stream(self, task: Task, parent: Candidate, context: GenerationContext, rng: random.Random,
                 report: ProposalReport) -> Iterator[Candidate]:
-        """Per turn: two template points, one generic variant of the parent, one fresh point with a generic edit."""
+        """Per turn: two template points, one generic variant of the parent, one fresh point with a generic
+        edit; without a template, three points of the derived template and one generic variant."""
         max_wg = (context.hardware.max_work_group_size if context.hardware else 0) or DEFAULT_MAX_WG
         if task.language == "cuda":
             max_wg = min(max_wg, 1024)
 
         def finish(c: Candidate, intent: str) -> Candidate:
             return c.model_copy(update={"parent": parent.hash, "intent": intent, "generator": self.name})
+
+        if task.spec.template is None:
+            space, point = self.derived_space(task, parent, max_wg)
+            derived = (finish(c, f"derived: {label}")
+                       for c, label in derived_points(space, point, context, rng, report))
+            generic = (finish(c, f"{parent.intent} + {label}" if point is not None else f"generic: {label}")
+                       .model_copy(update={"params": None}) for c, label in generic_variants(task, parent, max_wg, rng))
+            yield from interleave([(derived, 3), (generic, 1)])
+            return
 
         points = template_points(task, parent, context, rng, report)
         plain = (task.instantiate(p, intent=i, parent=parent.hash, generator=self.name) for p, i in points)

@@ -1,4 +1,4 @@
-"""Issue 4: the offline generator, validation, deduplication and `kernelcast propose`, on the real PoCL device."""
+"""Issue 4: the offline generator, validation, deduplication and `kernelcast propose`, on the real default OpenCL device."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from kernelcast.agents.dedup import Deduplicator
 from kernelcast.agents.generator import GenerationContext, Generator, ProposalReport, Reason, Validator
-from kernelcast.agents.offline_generator import (OfflineGenerator, active_lines, generic_edits, local_size_independent,
-                                      simple_loops)
+from kernelcast.agents.offline_generator import (OfflineGenerator, generic_edits, local_size_independent,
+                                                 pragma_sites)
 from kernelcast.settings import get_settings
 from kernelcast.tools.candidate import Candidate, candidate_from_file, check_signature
 from kernelcast.tools.measurement import HardwareSpec, Measurement, MeasureConfig, Status
@@ -205,8 +205,8 @@ def test_offline_generator_never_proposes_a_point_measured_on_this_device(tmp_pa
     store.close()
 
 
-# ---- tasks without a template: generic variations, then a clear empty report ----------------------------
-def test_task_without_template_gets_generic_variations_then_a_clear_empty_report(
+# ---- tasks without a template: derived transformations and generic variations, then a clear empty report ----
+def test_task_without_template_gets_derived_and_generic_variations_then_a_clear_empty_report(
         tmp_path: Path, worker: MeasurementWorker, spec: HardwareSpec) -> None:
     task = write_task(tmp_path / "rowsum", "rowsum", ROWSUM)
     reference = task.reference()
@@ -214,19 +214,24 @@ def test_task_without_template_gets_generic_variations_then_a_clear_empty_report
     proposals = gen.propose(task, reference, GenerationContext(hardware=spec, seed=0), 4)
     assert len(proposals) == 4, gen.last_report.summary()
     for c in proposals:
-        assert c.params is None and c.intent.startswith("generic:")
+        assert c.intent.startswith(("derived:", "generic:"))
         m = worker.measure(task, c, SMALL)
         assert m.status is Status.correct, f"{c.intent}: {m.reason}"
 
-    everything = OfflineGenerator().propose(task, reference, GenerationContext(hardware=spec, seed=0), 1000)
-    kinds = {c.intent.split(":")[1].split()[0] for c in everything}
-    assert {"work-group", "build", "#pragma"} <= kinds
-    context = GenerationContext(hardware=spec, seed=0, known_hashes={c.hash for c in everything})
+    small = spec.model_copy(update={"max_work_group_size": 64})  # a smaller space to exhaust
+    everything = OfflineGenerator(max_tries=10**6).propose(task, reference, GenerationContext(hardware=small, seed=0),
+                                                           10**5)
+    kinds = {c.intent.split(":")[0] for c in everything}
+    assert kinds == {"derived", "generic"}
+    labels = " ".join(c.intent for c in everything)
+    assert all(word in labels for word in ("coarsen x", "unroll j", "restrict on", "work-group (1)", "build option",
+                                           "#pragma unroll"))
+    context = GenerationContext(hardware=small, seed=0, known_hashes={c.hash for c in everything})
     again = OfflineGenerator()
     assert again.propose(task, reference, context, 4) == []
     report = again.last_report
     assert "no tunable template" in report.empty_reason
-    assert report.duplicates == len(everything) and report.accepted == 0
+    assert report.accepted == 0 and report.duplicates > 0
 
 
 def test_local_size_is_only_varied_when_the_kernel_cannot_observe_it(tmp_path: Path, spec: HardwareSpec) -> None:
@@ -263,7 +268,8 @@ def test_fast_math_options_only_when_the_task_allows_them() -> None:
     assert {"build option -cl-fast-relaxed-math", "build option -cl-unsafe-math-optimizations"} <= labels
 
 
-def test_unroll_pragma_goes_before_a_simple_loop_and_stays_correct(worker: MeasurementWorker) -> None:
+def test_unroll_pragma_goes_before_a_counted_loop_of_the_entry_kernel_and_stays_correct(
+        worker: MeasurementWorker) -> None:
     import random
 
     task = resolve_task("gemm")
@@ -276,16 +282,18 @@ def test_unroll_pragma_goes_before_a_simple_loop_and_stays_correct(worker: Measu
     i = next(k for k, line in enumerate(lines) if "#pragma unroll 4" in line)
     assert lines[i + 1].lstrip().startswith("for (int k = 0; k < K; ++k)")
     assert lines[i].index("#") == lines[i + 1].index("for")  # same indentation
-    assert simple_loops(unrolled.source)[0].has_pragma
+    assert pragma_sites(unrolled.source, "opencl", "gemm")[0].has_pragma
     assert worker.measure(task, unrolled, SMALL).status is Status.correct
 
-    # loops in a preprocessor branch that is switched off are not offered (same binary, new hash)
+    # loops in a preprocessor branch that is switched off are not in the AST (same binary, new hash)
     no_local = task.instantiate({"TM": 1, "TN": 1, "WGX": 8, "WGY": 1, "KU": 1, "LOCAL": 0, "TK": 8})
-    headers = [loop.header for loop in simple_loops(no_local.source)]
-    assert not any("k0" in h or "e = tid" in h for h in headers)
-    assert any("k0" in h for h in (loop.header for loop in simple_loops(no_local.source.replace(
-        "#define LOCAL 0", "#define LOCAL 1"))))
-    assert active_lines("#define A 2\n#if A > 1\nx\n#else\ny\n#endif\n") == [True, True, True, False, False, True]
+    headers = [site.header for site in pragma_sites(no_local.source, "opencl", "gemm")]
+    assert headers and not any("k0" in h or "e = tid" in h for h in headers)
+    with_local = no_local.source.replace("#define LOCAL 0", "#define LOCAL 1")
+    assert any("k0" in site.header for site in pragma_sites(with_local, "opencl", "gemm"))
+    # several kernels in one file: only the entry's loops
+    two = "__kernel void other(__global float *y) { for (int i = 0; i < 4; ++i) y[i] = 0; }\n" + task.source
+    assert [s.header for s in pragma_sites(two, "opencl", "gemm")] == ["for (int k = 0; k < K; ++k)"]
 
 
 # ---- validation and deduplication ---------------------------------------------------------------
@@ -358,3 +366,21 @@ def test_cli_propose_reports_bad_input_and_takes_a_parent_file(kc_home: Path) ->
     assert result.exit_code == 0, result.output
     assert len(list((kc_home / "out").glob("*.json"))) == 2
     assert "compiles" not in result.output  # --no-compile: validated by signature and geometry only
+
+
+def test_cli_propose_on_a_task_without_template_proposes_transformed_kernels_that_pass(
+        kc_home: Path, worker: MeasurementWorker) -> None:
+    from kernelcast.commands import propose
+
+    task_dir = Path(__file__).resolve().parents[1] / "bench" / "kernels" / "matvec_cols"
+    result = CliRunner().invoke(propose.app, [str(task_dir), "-n", "12", "--seed", "0", "--out", "out"])
+    assert result.exit_code == 0, result.output
+    task = load_task(task_dir)
+    candidates = [candidate_from_file(str(f), task) for f in sorted((kc_home / "out").glob("*.json"))]
+    assert len(candidates) == 12
+    intents = " | ".join(c.intent for c in candidates)
+    for word in ("scalar-replace y[i]", "coarsen x", "vector + jam"):
+        assert word in intents, intents
+    for c in candidates:
+        m = worker.measure(task, c, SMALL)
+        assert m.status is Status.correct, f"{c.intent}: {m.reason}"

@@ -1,0 +1,154 @@
+"""A derived template: the transformations that apply to a kernel, as a tunable parameter space.
+
+A kernel without a hand-written template still gets a search space: one parameter per transformation
+whose preconditions hold on its entry kernel (scalar replacement, restrict/const, coarsening factors in
+x and y and their mapping, unroll factor, work-group shape). A point is instantiated by applying the
+chosen transformations in a fixed order to the base kernel; the first value of every parameter is the
+identity, so the all-identity point is the base itself and is never proposed. The offline generator
+explores it with the same machinery as a template (space-filling first round, then neighbours).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kernelcast.agents.kernel_ast import observes_work_group
+from kernelcast.agents.transforms import NotApplicable, entry_of
+from kernelcast.agents.transforms.coarsen import FACTORS as COARSEN_FACTORS
+from kernelcast.agents.transforms.coarsen import MAPPINGS, coarsen
+from kernelcast.agents.transforms.restrict import restrict_const
+from kernelcast.agents.transforms.scalar_replace import scalar_replace
+from kernelcast.agents.transforms.unroll import FACTORS as UNROLL_FACTORS
+from kernelcast.agents.transforms.unroll import innermost_counted_loops, unroll
+from kernelcast.tools.candidate import Candidate
+from kernelcast.tools.expr import ExpressionError, evaluate_int
+from kernelcast.tools.task import Task
+
+Point = dict[str, Any]
+KEEP = "keep"
+MAX_WG_X = 1024
+MAX_WG_Y = 64
+
+
+def work_group_shapes(dims: int, max_wg: int) -> list[str]:
+    """Every power-of-two work-group shape up to the device limit: 1-D from 1 to ``max_wg``; 2-D shapes."""
+    powers = [2 ** i for i in range(int(math.log2(max(1, max_wg))) + 1)]
+    if dims == 1:
+        return [str(p) for p in powers]
+    extra = ",1" * (dims - 2)
+    return [f"{x},{y}{extra}" for y in powers if y <= MAX_WG_Y for x in powers if x <= MAX_WG_X and x * y <= max_wg]
+
+
+class DerivedSpace:
+    """The parameter space of the transformations applicable to ``base`` (a task's kernel)."""
+
+    def __init__(self, task: Task, base: Candidate, max_wg: int) -> None:
+        self.task, self.base, self.max_wg = task, base, max_wg
+        self.params: dict[str, list[Any]] = {}
+        self.unavailable: dict[str, str] = {}  # transformation -> why it does not apply
+        self._cache: dict[tuple[tuple[str, Any], ...], tuple[Candidate, str] | None] = {}
+        self._probe()
+
+    def _probe(self) -> None:
+        task, base = self.task, self.base
+        try:
+            ps, kernel = entry_of(base.source, task.language, task.spec.entry)
+        except NotApplicable as exc:
+            self.unavailable["all"] = str(exc)
+            return
+        for name, attempt in (("scalar_replace", lambda: scalar_replace(task, base)),
+                              ("restrict", lambda: restrict_const(task, base))):
+            try:
+                attempt()
+                self.params[name] = [0, 1]
+            except NotApplicable as exc:
+                self.unavailable[name] = str(exc)
+        dims = len(base.global_size)
+        for axis, dim in (("x", 0), ("y", 1)):
+            if dim >= dims:
+                continue
+            ok = []
+            for f in COARSEN_FACTORS[1:]:
+                try:
+                    coarsen(task, base, f if dim == 0 else 1, f if dim == 1 else 1)
+                    ok.append(f)
+                except NotApplicable as exc:
+                    self.unavailable[f"coarsen_{axis}"] = str(exc)
+            if ok:
+                self.params[f"coarsen_{axis}"] = [1, *ok]
+        if "coarsen_x" in self.params or "coarsen_y" in self.params:
+            self.params["mapping"] = list(MAPPINGS)
+        if innermost_counted_loops(ps, kernel) and not ps.uses_macros(kernel):
+            self.params["unroll"] = list(UNROLL_FACTORS)
+        else:
+            self.unavailable["unroll"] = "no innermost counted loop the unroller accepts"
+        if observes_work_group(ps, kernel):
+            self.unavailable["work_group"] = "the kernel observes its work-group"
+        else:
+            self.params["work_group"] = [KEEP, *work_group_shapes(dims, self.max_wg)]
+
+    # ---- points --------------------------------------------------------------------------------------
+    def identity(self) -> Point:
+        return {k: v[0] for k, v in self.params.items()}
+
+    def size(self) -> int:
+        return math.prod(len(v) for v in self.params.values())
+
+    def instantiate(self, point: Point) -> tuple[Candidate, str] | None:
+        """(candidate, label) for ``point``; None when a transformation does not apply at this combination,
+        the launch geometry does not divide, or the point is the identity."""
+        key = tuple(sorted(point.items()))
+        if key not in self._cache:
+            self._cache[key] = self._build(point)
+        return self._cache[key]
+
+    def _build(self, point: Point) -> tuple[Candidate, str] | None:
+        if point == self.identity() or set(point) != set(self.params):
+            return None
+        task, c = self.task, self.base
+        labels: list[str] = []
+        try:
+            if point.get("scalar_replace"):
+                c, labels = self._step(scalar_replace(task, c), labels)
+            if point.get("restrict"):
+                c, labels = self._step(restrict_const(task, c), labels)
+            fx, fy = point.get("coarsen_x", 1), point.get("coarsen_y", 1)
+            if fx * fy > 1:
+                c, labels = self._step(coarsen(task, c, fx, fy, point.get("mapping", MAPPINGS[0])), labels)
+            elif point.get("mapping", MAPPINGS[0]) != MAPPINGS[0]:
+                return None  # the mapping without coarsening is the same kernel as another point
+            if point.get("unroll", 1) > 1:
+                c, labels = self._step(unroll(task, c, point["unroll"]), labels)
+        except NotApplicable:
+            return None
+        shape = point.get("work_group", KEEP)
+        if shape != KEEP:
+            local = shape.split(",")
+            if not self._divides(c.global_size, local):
+                return None
+            c = c.model_copy(update={"local_size": local})
+            labels.append(f"work-group ({', '.join(local)})")
+        return c.model_copy(update={"params": dict(point)}), "; ".join(labels)
+
+    @staticmethod
+    def _step(result: Any, labels: list[str]) -> tuple[Candidate, list[str]]:
+        return result.candidate, [*labels, result.label]
+
+    def _divides(self, global_size: list[str], local: list[str]) -> bool:
+        if len(local) != len(global_size):
+            return False
+        for which in ("small", "full"):
+            try:
+                glob = [evaluate_int(e, self.task.sizes(which)) for e in global_size]
+            except (ExpressionError, ZeroDivisionError, ValueError):
+                return False
+            if any(g % int(size) for g, size in zip(glob, local, strict=True)):
+                return False
+        return True
+
+    def describe(self) -> str:
+        """One line per parameter, for prompts and `kernelcast tasks show`-like views."""
+        lines = [f"{k} in {v}" for k, v in self.params.items()]
+        lines += [f"({k} unavailable: {why})" for k, why in self.unavailable.items()]
+        return "\n".join(lines)
