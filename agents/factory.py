@@ -15,7 +15,7 @@ from kernelcast.tools.task import Task
 
 if TYPE_CHECKING:
     from kernelcast.tools.store import Store
-    from kernelcast.tools.worker import MeasurementWorker
+    from kernelcast.tools.measurer import Measurer
 
 
 class UninformativeForecaster:
@@ -47,7 +47,7 @@ SEED_DATASET = Path(__file__).parent / "data" / "seed_pairs.jsonl.gz"
 
 
 def learned_forecaster(store: "Store | None", device: str | None, exclude_task: str | None = None,
-                       seed_path: Path = SEED_DATASET, worker: "MeasurementWorker | None" = None) -> Forecaster:
+                       seed_path: Path = SEED_DATASET, worker: "Measurer | None" = None) -> Forecaster:
     """The run's forecaster: the roofline prior, blended with a forest trained on every device's measured
     pairs in the store plus the shipped seed dataset (rows weighted by device similarity to ``device``),
     corrected per task by the task's own measurements. Informative from the first forecast.
@@ -86,7 +86,7 @@ def learned_forecaster(store: "Store | None", device: str | None, exclude_task: 
                              seeded=seeded)
 
 
-def make_generator(name: str, worker: "MeasurementWorker | None" = None, model: str | None = None,
+def make_generator(name: str, worker: "Measurer | None" = None, model: str | None = None,
                    api_base: str | None = None) -> Generator:
     if name == "offline":
         from kernelcast.agents.offline_generator import OfflineGenerator
@@ -101,7 +101,7 @@ def make_generator(name: str, worker: "MeasurementWorker | None" = None, model: 
 
 def make_forecaster(name: str, store: "Store | None" = None, device: str | None = None, model: str | None = None,
                     api_base: str | None = None, exclude_task: str | None = None,
-                    worker: "MeasurementWorker | None" = None) -> Forecaster:
+                    worker: "Measurer | None" = None) -> Forecaster:
     """``learned``: prior + forest + in-task model (informative from the first forecast); ``prior``: the
     roofline prior alone."""
     if name == "learned":

@@ -287,7 +287,7 @@ class Validator:
             return Reason.build_options, bad
         for which in ("small", "full"):
             try:
-                resolve_geometry(c, task.sizes(which), self.max_wg)  # type: ignore[arg-type]
+                resolve_geometry(c, task.sizes(which), self.max_wg)
             except InvalidCandidate as exc:
                 return Reason.geometry, f"{which} sizes: {exc}"
         return self._build(c)

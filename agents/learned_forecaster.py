@@ -368,7 +368,9 @@ def leave_task_out(data: TrainingSet, ks: Sequence[float] = (10.0, 50.0), **para
         raise ValueError("leave-task-out evaluation needs measured pairs from at least two tasks")
     tasks = np.asarray(data.tasks)
     probs = np.zeros((len(data), NUM_BINS))
-    per_task, uninformative, recovered = {}, [], {k: [] for k in ks}
+    per_task: dict[str, Any] = {}
+    uninformative: list[Any] = []
+    recovered: dict[Any, list[float]] = {k: [] for k in ks}
     for name in names:
         held = tasks == name
         model = LearnedForecaster(**params).fit(data.subset(~held))

@@ -396,7 +396,7 @@ def _format_rejected(exc: LLMError) -> bool:
 def _token_logprobs(raw: Any) -> list[TokenLogprob]:
     out = []
     for item in _get(raw, "content") or []:
-        top = {}
+        top: dict[str, float] = {}
         for alt in _get(item, "top_logprobs") or []:
             token, lp = _get(alt, "token"), _get(alt, "logprob")
             if token is not None and lp is not None:

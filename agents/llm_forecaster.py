@@ -165,7 +165,7 @@ class LLMForecaster:
             answered = self.client.complete_many(list(prompts.values()), **self._call_kwargs())
         except Exception as exc:  # noqa: BLE001
             log.exception("forecast_calls_failed", forecaster=self.name)
-            answered = [exc] * len(prompts)
+            answered = [LLMError("transport", f"{type(exc).__name__}: {exc}")] * len(prompts)
         for i, reply in zip(prompts, answered):
             replies[i] = reply
         return [_stamped(self._to_forecast(reply), task, c) for reply, c in zip(replies, candidates)]

@@ -25,7 +25,7 @@ from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.task import BufferArg, Task
 
 if TYPE_CHECKING:
-    from kernelcast.tools.worker import MeasurementWorker
+    from kernelcast.tools.measurer import Measurer
 
 log = structlog.get_logger(__name__)
 
@@ -220,7 +220,7 @@ def _snippet(text: str, limit: int = 120) -> str:
 class LLMGenerator:
     """Rounds of: prompt -> one model call -> read and validate; rejections feed the next round's prompt."""
 
-    def __init__(self, client: LLMClient, worker: "MeasurementWorker | None" = None, *, max_rounds: int = 2,
+    def __init__(self, client: LLMClient, worker: "Measurer | None" = None, *, max_rounds: int = 2,
                  max_per_call: int = 4, max_tokens: int = 3000, temperature: float = 0.7,
                  max_source_chars: int = 4000) -> None:
         self.client = client

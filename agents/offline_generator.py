@@ -38,7 +38,7 @@ from kernelcast.tools.expr import ExpressionError, evaluate_int
 from kernelcast.tools.task import Task
 
 if TYPE_CHECKING:
-    from kernelcast.tools.worker import MeasurementWorker
+    from kernelcast.tools.measurer import Measurer
 
 T = TypeVar("T")
 Point = dict[str, Any]
@@ -374,7 +374,7 @@ class OfflineGenerator:
 
     name = "offline"
 
-    def __init__(self, worker: "MeasurementWorker | None" = None, max_tries: int | None = None) -> None:
+    def __init__(self, worker: "Measurer | None" = None, max_tries: int | None = None) -> None:
         """``max_tries`` bounds the non-duplicate proposals validated per call (default 8 n + 64)."""
         self.worker = worker
         self.max_tries = max_tries

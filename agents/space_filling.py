@@ -9,7 +9,7 @@ the nearest valid point (in normalized index distance) when the valid points are
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ def _cell(u: float, n: int) -> int:
     return min(n - 1, int(u * n))
 
 
-def space_filling(params: dict[str, Sequence[Any]], seed: int, *, count: int = 256,
+def space_filling(params: Mapping[str, Sequence[Any]], seed: int, *, count: int = 256,
                   valid: Callable[[Point], bool] | None = None,
                   known_valid: Sequence[Point] | None = None) -> Iterator[Point]:
     """Distinct points in design order: ``count`` Sobol draws mapped onto the parameters' values.
@@ -57,7 +57,7 @@ def space_filling(params: dict[str, Sequence[Any]], seed: int, *, count: int = 2
         yield dict(point)
 
 
-def _centres(pool: list[Point], names: list[str], params: dict[str, Sequence[Any]]) -> np.ndarray:
+def _centres(pool: list[Point], names: list[str], params: Mapping[str, Sequence[Any]]) -> np.ndarray:
     """Each valid point as the centres of its values' cells in the unit cube (points x parameters)."""
     index = {n: {repr(v): i for i, v in enumerate(params[n])} for n in names}
     return np.array([[(index[n][repr(p[n])] + 0.5) / len(params[n]) for n in names] for p in pool]).reshape(

@@ -80,7 +80,7 @@ class TaskModel:
     n: int = 0
 
     @classmethod
-    def fit(cls, feats: Sequence[Features], base_mean: Sequence[float], base_sd: Sequence[float],
+    def fit(cls, feats: Sequence[Features], base_mean: Sequence[float] | np.ndarray, base_sd: Sequence[float] | np.ndarray,
             log_speedups: Sequence[float]) -> "TaskModel":
         model = cls(n=len(log_speedups))
         if not len(log_speedups):
@@ -114,7 +114,8 @@ class TaskModel:
         Z = (X - self.mean) / self.scale if len(self.names) else np.zeros((len(base_mean), 0))
         return np.column_stack([np.ones(len(base_mean)), base_mean, Z])
 
-    def predict(self, feats: Sequence[Features], base_mean: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    def predict(self, feats: Sequence[Features], base_mean: Sequence[float] | np.ndarray,
+                ) -> tuple[np.ndarray, np.ndarray]:
         """Mean and spread of ln S for candidates of the task."""
         b = np.asarray(base_mean, dtype=np.float64)
         if self.n == 0:

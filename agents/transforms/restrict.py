@@ -25,7 +25,7 @@ def restrict_const(task: Task, candidate: Candidate) -> Rewritten:
     readonly = readonly_pointers(ps, kernel)
     keyword = "__restrict__" if language == "cuda" else "restrict"
     edits, restricted, consts = [], [], []
-    for param in kernel.get_arguments():
+    for param in kernel.get_arguments():  # type: ignore[attr-defined]  # entry_of returns libclang's untyped Cursor
         if not is_global_pointer(param.type, language):
             continue
         tokens = list(ps.tokens(param))
