@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from kernelcast.settings import get_settings  # noqa: E402
 from kernelcast.agents.bins import LOG_BIN_CENTERS  # noqa: E402
 from kernelcast.agents.blended_forecaster import BlendedForecaster  # noqa: E402
 from kernelcast.agents.factory import SEED_DATASET  # noqa: E402
@@ -86,7 +87,7 @@ def group_probs(model: BlendedForecaster, lookup: Callable, data: TrainingSet, i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--db", default=".kernelcast/kernelcast.db")
+    parser.add_argument("--db", default=str(get_settings().db_path), help="store with the measured pairs")
     parser.add_argument("--seed", action="store_true", help="add the shipped seed dataset (measured on PoCL)")
     parser.add_argument("--own", type=int, default=4, help="measurements of the held-out task the in-task row learns")
     parser.add_argument("--no-store", action="store_true", help="do not write the held-out forecasts")

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from kernelcast.settings import get_settings  # noqa: E402
 from kernelcast.graphs.config import RunConfig  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
 from kernelcast.graphs.run import start_run  # noqa: E402
@@ -146,7 +147,7 @@ def main() -> None:
     parser.add_argument("--fresh-selective", action="store_true",
                         help="selective also starts from a fresh store per task (no calibration rows carried)")
     parser.add_argument("--k", type=int, default=4)
-    parser.add_argument("--dataset", default=".kernelcast/kernelcast.db", help="store the forecaster trains on")
+    parser.add_argument("--dataset", default=str(get_settings().db_path), help="store the forecaster trains on")
     parser.add_argument("--backend", default="opencl")
     parser.add_argument("--sizes", default="full")
     parser.add_argument("--audit", type=int, default=4, help="trusted decisions to check per task")

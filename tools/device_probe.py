@@ -171,8 +171,8 @@ def probe_devices(store: Store | None = None, source: str = PROBE_SOURCE, refres
 def preference(statuses: list[DeviceStatus]) -> list[DeviceStatus]:
     """The documented default order: GPUs, then Intel's CPU runtime, then PoCL, then anything else.
 
-    Intel's runtime comes before PoCL on CPUs: it compiles for every x86-64 CPU and its vectorizer makes
-    kernels faster and steadier (README, "CPU runtimes side by side").
+    Intel's runtime comes before PoCL on CPUs: it compiles for every x86-64 CPU, while PoCL's PyPI build fails
+    on CPUs newer than its LLVM; on speed neither wins across the built-ins (README, "CPU runtimes side by side").
     """
     def rank(status: DeviceStatus) -> int:
         if status.device_type == "GPU":
