@@ -12,27 +12,17 @@ measured false-prune rate the summary reports beside the bound.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from kernelcast.agents.risk_control import CalibrationRow, clopper_pearson_interval
+from kernelcast.graphs.events import Route
 from kernelcast.graphs.state import NodeRecord
 from kernelcast.tools.store import Store
 
 MAX_RUNS = 500  # calibration reads the latest runs of the device
 
 
-class RouteRecord(BaseModel):
-    """The payload of a ``route`` event (older runs lack the trust fields: they read as None / False)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    decision: str
-    reason: str = ""
-    p_beat: float | None = None
-    incumbent: float | None = None
-    audit: bool = False
-    trusted_as: str = ""
-    informative: bool | None = None
+RouteRecord = Route  # the payload of a ``route`` event (older runs lack the trust fields: defaults apply)
 
 
 def _decisions(store: Store, run_id: str) -> Iterable[tuple[RouteRecord, float | None, bool]]:
