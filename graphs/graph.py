@@ -23,31 +23,34 @@ from kernelcast.graphs.state import SearchState
 RECURSION_LIMIT = 100_000
 
 
-def build_graph(ctx: RunContext) -> StateGraph[SearchState]:
-    nodes = SearchNodes(ctx)
-    graph: StateGraph[SearchState] = StateGraph(SearchState)
-    graph.add_node("init", nodes.init)
-    graph.add_node("select", nodes.select)
-    graph.add_node("generate", nodes.generate)
-    graph.add_node("forecast", nodes.forecast)
-    graph.add_node("route", nodes.route)
-    graph.add_node("measure", nodes.measure)
-    graph.add_node("backup", nodes.backup)
-    graph.add_node("verify", nodes.verify)
+def add_search_steps(graph: StateGraph[Any], nodes: SearchNodes, ctx: RunContext) -> None:
+    """The steps every search graph shares (runs and sessions differ only in how children are proposed and
+    when the loop ends): init → select, forecast → route → (measure) → backup, verify → report."""
+
     def report(state: SearchState) -> dict[str, Any]:
         return write_report(ctx, state)
 
-    graph.add_node("report", report)
+    for name, step in (("init", nodes.init), ("select", nodes.select), ("forecast", nodes.forecast),
+                       ("route", nodes.route), ("measure", nodes.measure), ("backup", nodes.backup),
+                       ("verify", nodes.verify), ("report", report)):
+        graph.add_node(name, step)
     graph.add_edge(START, "init")
     graph.add_edge("init", "select")
-    graph.add_conditional_edges("select", after_select, {"generate": "generate", "finish": "verify"})
-    graph.add_edge("generate", "forecast")
     graph.add_edge("forecast", "route")
     graph.add_conditional_edges("route", should_measure, {"measure": "measure", "backup": "backup"})
     graph.add_edge("measure", "backup")
-    graph.add_conditional_edges("backup", budget_check(nodes), {"continue": "select", "finish": "verify"})
     graph.add_edge("verify", "report")
     graph.add_edge("report", END)
+
+
+def build_graph(ctx: RunContext) -> StateGraph[SearchState]:
+    nodes = SearchNodes(ctx)
+    graph: StateGraph[SearchState] = StateGraph(SearchState)
+    add_search_steps(graph, nodes, ctx)
+    graph.add_node("generate", nodes.generate)
+    graph.add_conditional_edges("select", after_select, {"generate": "generate", "finish": "verify"})
+    graph.add_edge("generate", "forecast")
+    graph.add_conditional_edges("backup", budget_check(nodes), {"continue": "select", "finish": "verify"})
     return graph
 
 

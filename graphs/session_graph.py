@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import StateGraph
 from langgraph.types import interrupt
 from pydantic import BaseModel, Field, ValidationError
 
@@ -25,8 +25,8 @@ from kernelcast.agents.dedup import Deduplicator
 from kernelcast.agents.generator import ProposalReport, Validator
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.context import RunContext
-from kernelcast.graphs.graph import write_report
-from kernelcast.graphs.nodes import SearchNodes, after_select, new_node, should_measure
+from kernelcast.graphs.graph import add_search_steps
+from kernelcast.graphs.nodes import SearchNodes, after_select, new_node
 from kernelcast.graphs.puct import EXPANDABLE
 from kernelcast.graphs.state import NodeRecord, SearchState, TreeEdit
 from kernelcast.tools.candidate import Candidate
@@ -182,24 +182,10 @@ def build_session_graph(ctx: RunContext) -> StateGraph:
     session = SessionNodes(ctx)
     nodes = session.search
     graph = StateGraph(SessionState)
-    graph.add_node("init", nodes.init)
-    graph.add_node("select", nodes.select)
+    add_search_steps(graph, nodes, ctx)
     graph.add_node("await_candidates", session.await_candidates)
-    graph.add_node("forecast", nodes.forecast)
-    graph.add_node("route", nodes.route)
-    graph.add_node("measure", nodes.measure)
-    graph.add_node("backup", nodes.backup)
-    graph.add_node("verify", nodes.verify)
-    graph.add_node("report", lambda state: write_report(ctx, state))
-    graph.add_edge(START, "init")
-    graph.add_edge("init", "select")
     graph.add_conditional_edges("select", after_select, {"generate": "await_candidates", "finish": "verify"})
     graph.add_conditional_edges("await_candidates", after_await,
                                 {"finish": "verify", "forecast": "forecast", "await": "await_candidates"})
-    graph.add_edge("forecast", "route")
-    graph.add_conditional_edges("route", should_measure, {"measure": "measure", "backup": "backup"})
-    graph.add_edge("measure", "backup")
     graph.add_edge("backup", "select")  # the caller, not the budget, ends a session (routing stops spending)
-    graph.add_edge("verify", "report")
-    graph.add_edge("report", END)
     return graph

@@ -392,7 +392,25 @@ class WorkerSlot(Slot):
         self._thread.shutdown(wait=True)
 
 
-class PoolMeasurer(Measurer):
+class ScheduledMeasurer(Measurer):
+    """A measurer whose workers are slots of a :class:`Scheduler` (a pool, Ray actors): ``start`` builds it."""
+
+    _scheduler: Scheduler | None = None
+
+    def measure_many(self, task: Task, candidates: Iterable[Candidate],
+                     config: MeasureConfig | None = None) -> Iterator[tuple[Candidate, Measurement]]:
+        self.start()
+        assert self._scheduler is not None
+        yield from self._scheduler.run(task, candidates, config or MeasureConfig())
+
+    def in_flight(self) -> list[InFlight]:
+        return self._scheduler.in_flight() if self._scheduler is not None else []
+
+    def attempts(self) -> list[Attempt]:
+        return self._scheduler.attempts() if self._scheduler is not None else []
+
+
+class PoolMeasurer(ScheduledMeasurer):
     """N :class:`MeasurementWorker` processes, one device each, measuring concurrently."""
 
     def __init__(self, backend: str, devices: Sequence[str | None], allow_mixed: bool = False) -> None:
@@ -460,18 +478,6 @@ class PoolMeasurer(Measurer):
         self.start()
         for future in [slot.submit_call(lambda w: w.check_reference(task, sizes)) for slot in self._slots if slot.alive]:
             future.result()  # every device runs the reference: each candidate is timed against its own device's
-
-    def measure_many(self, task: Task, candidates: Iterable[Candidate],
-                     config: MeasureConfig | None = None) -> Iterator[tuple[Candidate, Measurement]]:
-        self.start()
-        assert self._scheduler is not None
-        yield from self._scheduler.run(task, candidates, config or MeasureConfig())
-
-    def in_flight(self) -> list[InFlight]:
-        return self._scheduler.in_flight() if self._scheduler is not None else []
-
-    def attempts(self) -> list[Attempt]:
-        return self._scheduler.attempts() if self._scheduler is not None else []
 
     def close(self) -> None:
         for slot in self._slots:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +24,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import HardwareSpec, Measurement, MeasureConfig
-from kernelcast.tools.measurer import (Attempt, InFlight, Measurer, MeasurerError, Scheduler, Slot,
+from kernelcast.tools.measurer import (MeasurerError, ScheduledMeasurer, Scheduler, Slot,
                                        check_one_device_model, split_devices)
 from kernelcast.tools.task import Task
 from kernelcast.tools.worker import MeasurementWorker, WorkerError
@@ -118,7 +118,7 @@ def connect(address: str, num_cpus: int = 2) -> bool:
     return True
 
 
-class RayMeasurer(Measurer):
+class RayMeasurer(ScheduledMeasurer):
     """``parallel`` actors (0: one per GPU for CUDA, one per node for OpenCL), measuring concurrently."""
 
     def __init__(self, backend: str, device: str | Sequence[str | None] | None = None, parallel: int = 1,
@@ -252,18 +252,6 @@ class RayMeasurer(Measurer):
     def outputs(self, task: Task, candidate: Candidate, sizes: str = "small", seed: int = 0,
                 timeout_s: float = 120.0) -> tuple[dict[str, Any], list[str]]:
         return ray.get(self._any_actor().outputs.remote(task, candidate, sizes, seed, timeout_s))
-
-    def measure_many(self, task: Task, candidates: Iterable[Candidate],
-                     config: MeasureConfig | None = None) -> Iterator[tuple[Candidate, Measurement]]:
-        self.start()
-        assert self._scheduler is not None
-        yield from self._scheduler.run(task, candidates, config or MeasureConfig())
-
-    def in_flight(self) -> list[InFlight]:
-        return self._scheduler.in_flight() if self._scheduler is not None else []
-
-    def attempts(self) -> list[Attempt]:
-        return self._scheduler.attempts() if self._scheduler is not None else []
 
     def close(self) -> None:
         for slot in self._slots:
