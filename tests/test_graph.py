@@ -102,11 +102,8 @@ def kc(home: Path, *args: str) -> subprocess.Popen[str]:
                             env=env, cwd=home.parent)
 
 
-def test_kill_9_then_resume_continues_without_rebuying(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    budget = 8
-    proc = kc(home, "optimize", "saxpy", "--budget", str(budget), "--sizes", "small", "--forecaster", "none",
-              "--router", "topk", "--k", "2", "--events", "jsonl")
+def kill_after_spends(proc: subprocess.Popen[str], spends_wanted: int) -> tuple[str | None, int]:
+    """Read a run's JSONL events and SIGKILL it right after its n-th measurement: (run id, spends seen)."""
     run_id, spends = None, 0
     assert proc.stdout is not None
     deadline = time.time() + 240
@@ -118,10 +115,19 @@ def test_kill_9_then_resume_continues_without_rebuying(tmp_path: Path) -> None:
         run_id = event.get("run_id", run_id)
         if event["event"] == "spend":
             spends += 1
-            if spends == 3:
+            if spends == spends_wanted:
                 os.kill(proc.pid, signal.SIGKILL)
                 break
     proc.wait()
+    return run_id, spends
+
+
+def test_kill_9_then_resume_continues_without_rebuying(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    budget = 8
+    proc = kc(home, "optimize", "saxpy", "--budget", str(budget), "--sizes", "small", "--forecaster", "none",
+              "--router", "topk", "--k", "2", "--events", "jsonl")
+    run_id, spends = kill_after_spends(proc, 3)
     # the worker process is orphaned by the kill; it exits when its pipe closes
     assert run_id is not None and spends == 3
     store = Store(home / "kernelcast.db")

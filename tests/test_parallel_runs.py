@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +14,7 @@ from kernelcast.graphs.context import RunEnv
 from kernelcast.graphs.run import start_run
 from kernelcast.tools.store import Store
 
-from test_graph import check_invariants  # noqa: E402 (tests/ is on sys.path, see conftest)
+from test_graph import check_invariants, kill_after_spends  # noqa: E402 (tests/ is on sys.path, see conftest)
 
 
 def small(**kw: object) -> RunConfig:
@@ -85,20 +82,7 @@ def test_kill_9_with_measurements_in_flight_then_resume(tmp_path: Path) -> None:
                              "--sizes", "small", "--forecaster", "none", "--router", "measure-all", "--k", "4",
                              "--parallel", "2", "--share-device", "--events", "jsonl"],
                             stdout=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
-    assert proc.stdout is not None
-    run_id, spends, deadline = None, 0, time.time() + 240
-    while time.time() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        event = json.loads(line)
-        run_id = event.get("run_id", run_id)
-        if event["event"] == "spend":
-            spends += 1
-            if spends == 2:  # mid-round: the round dispatched 4 on 2 workers, others are in flight or queued
-                os.kill(proc.pid, signal.SIGKILL)
-                break
-    proc.wait()
+    run_id, _ = kill_after_spends(proc, 2)  # mid-round: 4 dispatched on 2 workers, others in flight or queued
     assert run_id is not None
     store = Store(home / "kernelcast.db")
     before = {m.candidate_hash: m.created_at for m in store.measurements(run_id=run_id)}
