@@ -397,6 +397,26 @@ def test_noop_template_points_and_the_default_point_hash_equal(tmp_path: Path) -
     assert task.instantiate({"WG": 32, "VEC": 1, "UNROLL": 1}).hash != ref.hash, "another work-group size"
 
 
+# one kernel for every VEC: the pragma sits on the loop over VEC, which runs once when VEC = 1
+ONE_TRIP_TEMPLATE_KERNEL = """
+__kernel void scale(__global float *x, const int n) {
+    int i = get_global_id(0) * VEC;
+    #pragma unroll UNROLL
+    for (int v = 0; v < VEC; ++v) x[i + v] *= 2.0f;
+}
+"""
+
+
+def test_unroll_hint_on_a_one_trip_loop_is_a_noop(tmp_path: Path) -> None:
+    task = load_task(write_task(tmp_path, TASK + TEMPLATE, template=ONE_TRIP_TEMPLATE_KERNEL))
+    one_trip = {task.instantiate({"WG": 32, "VEC": 1, "UNROLL": u}).hash for u in (1, 2, 4)}
+    assert len(one_trip) == 1, "unrolling a loop of one iteration changes nothing: one candidate, not three"
+    live = {task.instantiate({"WG": 32, "VEC": 2, "UNROLL": u}).hash for u in (1, 2, 4)}
+    assert len(live) == 3, "on a loop of two iterations the hint is live"
+    assert task.instantiate({"WG": 32, "VEC": 1, "UNROLL": 4}).hash != task.instantiate(
+        {"WG": 32, "VEC": 2, "UNROLL": 4}).hash
+
+
 def test_identity_includes_the_task(saxpy: Task) -> None:
     ref = saxpy.reference()
     assert ref.model_copy(update={"task": "saxpy_copy"}).hash != ref.hash

@@ -99,13 +99,45 @@ class _Fold(ast.NodeTransformer):
         return node
 
 
+_UNROLL_HINT_BEFORE_CONSTANT_LOOP = re.compile(
+    r"\n#pragma unroll(?: [^\n]*)?\n(?=for\((?:(?:const )?(?:unsigned int|unsigned|uint|int|long|ulong|size_t|short) )?"
+    r"(?P<var>[A-Za-z_]\w*)=(?P<low>-?\d+)[uUlL]*;(?P=var)(?P<op><=|<|!=)(?P<high>-?\d+)[uUlL]*;"
+    r"(?:\+\+(?P=var)|(?P=var)\+\+|(?P=var)\+=(?P<step>\d+))\))")
+
+
+def _trip_count(low: int, op: str, high: int, step: int) -> int | None:
+    """Iterations of ``for (v = low; v op high; v += step)``, or None when the loop may not end."""
+    if step <= 0:
+        return None
+    if op == "<":
+        return max(0, -(-(high - low) // step))
+    if op == "<=":
+        return max(0, (high - low) // step + 1)
+    return high - low if step == 1 and high >= low else None  # "!="
+
+
+def drop_noop_unroll_hints(normalized: str) -> str:
+    """Without the ``#pragma unroll`` lines that sit on a loop of at most one iteration with literal bounds
+    (after preprocessing, ``for(int k=0;k<1;k++)``): unrolling such a loop changes nothing, so a template
+    point that differs only there is the same kernel. Only this exact literal form is recognized; anything
+    else keeps its pragma (a missed no-op costs a measurement, a wrong merge would hide a kernel)."""
+    def keep_or_drop(match: re.Match[str]) -> str:
+        trips = _trip_count(int(match["low"]), match["op"], int(match["high"]), int(match["step"] or 1))
+        if trips is None or trips > 1:
+            return match.group(0)
+        before = normalized[match.start() - 1:match.start()]
+        return "" if not before or _PUNCT_WS.match(before) else " "  # joined as if the line had never been there
+
+    return _UNROLL_HINT_BEFORE_CONSTANT_LOOP.sub(keep_or_drop, normalized)
+
+
 def canonical_source(source: str, language: str = "opencl", build_options: tuple[str, ...] = ()) -> str:
     """The preprocessed source with comments and whitespace normalized: two template points that preprocess
     to the same code (a parameter acting only in an inactive ``#if`` branch, a default point equal to the
-    reference) read the same. A source the preprocessor refuses (an ``#include``) keeps its own text, marked
+    reference, an unroll hint on a one-trip loop) read the same. A source the preprocessor refuses (an ``#include``) keeps its own text, marked
     so it can never equal a preprocessed one: it still needs an identity to record its rejection."""
     try:
-        return "pp:" + normalize_source(preprocess(source, language, build_options))
+        return "pp:" + drop_noop_unroll_hints(normalize_source(preprocess(source, language, build_options)))
     except PreprocessError:
         return "raw:" + normalize_source(source)
 

@@ -73,11 +73,6 @@ class Runner(ABC):
                local_size: tuple[int, ...] | None) -> float:
         """Run once, wait, and return the device-event time in nanoseconds."""
 
-    def fill(self, buf: Any, pattern: np.ndarray, count: int) -> None:
-        """Fill the user region with ``count`` repetitions of ``pattern`` (re-poisoning between timed launches).
-        Runners with a device-side fill override this; the default uploads from the host."""
-        self.upload(buf, np.tile(pattern, count))
-
     def copy(self, dst: Any, src: Any, array: np.ndarray) -> None:
         """Restore ``dst`` from ``src`` (a pristine copy holding ``array``); the default uploads ``array``."""
         self.upload(dst, array)

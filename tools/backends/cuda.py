@@ -310,6 +310,13 @@ class CudaRunner(Runner):
         except self.drv.Error as exc:
             raise self._fail(exc, "upload") from None
 
+    def copy(self, dst: _Buf, src: _Buf, array: np.ndarray) -> None:
+        """Device-to-device restore between timed launches (no host transfer)."""
+        try:
+            self.drv.memcpy_dtod(dst.ptr, src.ptr, dst.nbytes)
+        except self.drv.Error as exc:
+            raise self._fail(exc, "restoring a buffer") from None
+
     def download(self, buf: _Buf, dtype: np.dtype, count: int) -> np.ndarray:
         out = np.empty(count, dtype=dtype)
         try:
