@@ -157,3 +157,25 @@ def test_hardware_spec_is_read_from_the_device(worker: MeasurementWorker) -> Non
     assert spec.backend == "opencl"
     assert spec.compute_units >= 1 and spec.max_work_group_size >= 1 and spec.global_mem_bytes > 0
     assert spec.name in spec.summary()
+
+
+def test_a_device_restricted_to_fewer_compute_units_leaves_the_host_cores(task: Task) -> None:
+    """``<device>@N`` measures on a sub-device of N compute units: another device, with its own key."""
+    from kernelcast.tools.device_probe import choose_device
+    from kernelcast.tools.worker import WorkerError
+
+    default = choose_device(None)
+    with MeasurementWorker(device=default.index) as whole:
+        units = whole.start().compute_units
+        whole_key = whole.start().key
+    if units < 2:
+        pytest.skip(f"the default device {default.name} has {units} compute unit: nothing to leave the host")
+    with MeasurementWorker(device=f"{default.index}@{units - 1}") as part:
+        spec = part.start()
+        m = part.measure(task, task.reference(), SMALL)
+    assert spec.compute_units == units - 1
+    assert spec.key != whole_key and f"[{units - 1} of {units} compute units]" in spec.name
+    assert m.status is Status.correct and m.device == spec.key, m.reason
+    for bad, says in ((f"{default.index}@{units}", "leaves the host none"), (f"{default.index}@x", "after '@'")):
+        with pytest.raises(WorkerError, match=says), MeasurementWorker(device=bad) as w:
+            w.start()

@@ -20,6 +20,7 @@ from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
 from kernelcast.tools.backends.base import CompileError, DeviceRuntimeError
+from kernelcast.tools.backends.opencl import split_selector
 from kernelcast.tools.device_probe import DeviceStatus, choose_device
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import HardwareSpec, Measurement, MeasureConfig, Status
@@ -136,10 +137,11 @@ class MeasurementWorker:
         if self.backend != "opencl":
             return self.device
         try:
-            self.device_status = choose_device(self.device, self.store)
+            selector, units = split_selector(self.device)
+            self.device_status = choose_device(selector, self.store)
         except DeviceRuntimeError as exc:
             raise WorkerError(str(exc)) from None
-        return self.device_status.index
+        return self.device_status.index + (f"@{units}" if units is not None else "")
 
     def close(self) -> None:
         if self._conn is not None and self._proc is not None and self._proc.poll() is None:

@@ -55,6 +55,34 @@ def match_device(selector: str, devices: list[tuple[str, str, str]]) -> str:
     raise DeviceRuntimeError(f"no OpenCL device matches {selector!r}; available: {names}")
 
 
+def split_selector(selector: str | None) -> tuple[str | None, int | None]:
+    """``"intel@1"`` names Intel's CPU device restricted to 1 compute unit (a sub-device): the rest of the
+    CPU is left to the host, so the harness's own thread and other processes do not steal time from timed
+    launches. Returns the device part and the compute units (None: the whole device)."""
+    if selector is None or "@" not in selector:
+        return selector, None
+    base, _, units = selector.rpartition("@")
+    if not units.isdigit() or int(units) < 1:
+        raise DeviceRuntimeError(f"device {selector!r}: after '@' give the compute units to use (e.g. 'intel@1')")
+    return base or None, int(units)
+
+
+def restrict_compute_units(device: Any, units: int) -> Any:
+    """A sub-device of ``device`` with ``units`` compute units (OpenCL device fission, partitioned equally)."""
+    cl = _cl()
+    total = int(device.max_compute_units)
+    if units >= total:
+        raise DeviceRuntimeError(f"device {device.name.strip()} has {total} compute units; '@{units}' leaves the "
+                                 f"host none (use at most {total - 1})")
+    try:
+        if cl.device_partition_property.EQUALLY not in (device.partition_properties or []):
+            raise DeviceRuntimeError(f"device {device.name.strip()} cannot be partitioned into sub-devices")
+        return device.create_sub_devices([cl.device_partition_property.EQUALLY, units])[0]
+    except cl.Error as exc:
+        raise DeviceRuntimeError(f"device {device.name.strip()}: partitioning into {units} compute units failed "
+                                 f"({exc})") from None
+
+
 def select_device(selector: str | None) -> tuple[Any, Any]:
     """The device ``selector`` names; by default the first healthy one (see :mod:`kernelcast.tools.device_probe`)."""
     devices = list_devices()
@@ -68,7 +96,7 @@ def select_device(selector: str | None) -> tuple[Any, Any]:
     return next((p, d) for i, p, d in devices if i == index)
 
 
-def device_spec(platform: Any, device: Any) -> HardwareSpec:
+def device_spec(platform: Any, device: Any, of_units: int | None = None) -> HardwareSpec:
     cl = _cl()
     dtype = next((name for bit, name in ((cl.device_type.GPU, "GPU"), (cl.device_type.CPU, "CPU"),
                                          (cl.device_type.ACCELERATOR, "ACCELERATOR")) if device.type & bit), "OTHER")
@@ -82,7 +110,9 @@ def device_spec(platform: Any, device: Any) -> HardwareSpec:
     return HardwareSpec(
         backend="opencl",
         platform=platform.name.strip(),
-        name=device.name.strip(),
+        # a sub-device is another device for performance: its name (and so its key) says which part it is
+        name=device.name.strip() + (f" [{int(get('max_compute_units'))} of {of_units} compute units]"
+                                    if of_units else ""),
         device_type=dtype,
         vendor=get("vendor", "").strip(),
         driver=get("driver_version", "").strip(),
@@ -113,10 +143,14 @@ class OpenCLRunner(Runner):
 
     def __init__(self, device: str | None = None) -> None:
         cl = self.cl = _cl()
-        self.platform, self.device = select_device(device)
+        selector, units = split_selector(device)
+        self.platform, self.device = select_device(selector)
+        whole = int(self.device.max_compute_units)
+        if units is not None:
+            self.device = restrict_compute_units(self.device, units)
         self.context = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
-        self.spec = device_spec(self.platform, self.device)
+        self.spec = device_spec(self.platform, self.device, whole if units is not None else None)
         self._kernels: dict[tuple[str, str, tuple[str, ...], str], Any] = {}
         align = max(1, int(getattr(self.device, "mem_base_addr_align", 1024)) // 8)
         self.guard = ((GUARD_BYTES + align - 1) // align) * align
