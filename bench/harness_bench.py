@@ -116,21 +116,25 @@ def main() -> None:
     Console(width=170).print(table)
 
 
-def timed_check_cost(task_names: list[str], device: str | None) -> dict[str, float]:
-    """Share of a measurement's wall time spent on re-poisoning, restoring and checking timed launches,
-    from the same fixed number of repetitions with the checks on and off (median of 3 each)."""
+def timed_check_cost(task_names: list[str], device: str | None, pairs: int = 5) -> dict[str, float]:
+    """Share of a measurement's wall time spent on re-poisoning, restoring and checking timed launches:
+    the same fixed number of repetitions with the checks on and off, measured in alternation (so drifting
+    load hits both alike), as the median over ``pairs`` of (checked - unchecked) / checked."""
     fixed = dict(min_reps=20, max_reps=20, target_seconds=0.0, remeasure=False, sizes="full")
     shares = {}
     with MeasurementWorker(device=device) as worker:
         for name in task_names:
             task = resolve_task(name)
             ref = task.reference()
-            walls = {}
-            for checked in (True, False):
-                cfg = MeasureConfig(verify_timed=checked, **fixed)  # type: ignore[arg-type]
-                worker.measure(task, ref, cfg)  # warm
-                walls[checked] = statistics.median((worker.measure(task, ref, cfg).wall_ms or 0.0) for _ in range(3))
-            shares[name] = max(0.0, (walls[True] - walls[False]) / walls[True])
+            configs = {checked: MeasureConfig(verify_timed=checked, **fixed) for checked in (True, False)}  # type: ignore[arg-type]
+            for cfg in configs.values():
+                worker.measure(task, ref, cfg)  # warm: compile, reference outputs, cached inputs
+            ratios = []
+            for i in range(pairs):
+                order = (True, False) if i % 2 == 0 else (False, True)
+                wall = {checked: worker.measure(task, ref, configs[checked]).wall_ms or 0.0 for checked in order}
+                ratios.append((wall[True] - wall[False]) / wall[True])
+            shares[name] = max(0.0, statistics.median(ratios))
     return shares
 
 
