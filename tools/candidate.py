@@ -134,8 +134,9 @@ def drop_noop_unroll_hints(normalized: str) -> str:
 def canonical_source(source: str, language: str = "opencl", build_options: tuple[str, ...] = ()) -> str:
     """The preprocessed source with comments and whitespace normalized: two template points that preprocess
     to the same code (a parameter acting only in an inactive ``#if`` branch, a default point equal to the
-    reference, an unroll hint on a one-trip loop) read the same. A source the preprocessor refuses (an ``#include``) keeps its own text, marked
-    so it can never equal a preprocessed one: it still needs an identity to record its rejection."""
+    reference, an unroll hint on a one-trip loop) read the same. A source the preprocessor refuses (an
+    ``#include``) keeps its own text, marked so it can never equal a preprocessed one: it still needs an
+    identity to record its rejection."""
     try:
         return "pp:" + drop_noop_unroll_hints(normalize_source(preprocess(source, language, build_options)))
     except PreprocessError:
