@@ -77,8 +77,10 @@ class Runner(ABC):
         """Restore ``dst`` from ``src`` (a pristine copy holding ``array``); the default uploads ``array``."""
         self.upload(dst, array)
 
-    def flush_caches(self) -> None:  # noqa: B027 - optional hook: a no-op where caches need no flushing
-        """Evict device caches between timed launches where that is meaningful (GPU L2)."""
+    def flush_caches(self, working_set_bytes: int = 0) -> None:  # noqa: B027 - optional hook: a no-op where caches need no flushing
+        """Evict device caches before a timed launch where that is meaningful (GPU L2, a CPU's last-level
+        cache after the harness's reset wrote a buffer larger than it). ``working_set_bytes`` is what the
+        launch touches: a runner may skip the flush when that fits in the cache anyway."""
 
     def release(self, buf: Any) -> None:  # noqa: B027 - optional hook: buffers are freed with the context otherwise
         """Free a buffer early (optional)."""

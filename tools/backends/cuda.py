@@ -361,8 +361,9 @@ class CudaRunner(Runner):
         except drv.Error as exc:
             raise self._fail(exc, f"launch of {kernel.entry!r} with grid {grid} and block {block}") from None
 
-    def flush_caches(self) -> None:
-        """Overwrite a scratch buffer twice the L2 size so the next launch starts with a cold L2."""
+    def flush_caches(self, working_set_bytes: int = 0) -> None:
+        """Overwrite a scratch buffer twice the L2 size so the next launch starts with a cold L2 (always, as
+        GPU practice has it, whatever the working set)."""
         if self._poisoned is not None:
             return
         l2 = self.spec.global_cache_bytes or 64 * 2**20
