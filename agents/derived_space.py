@@ -2,10 +2,17 @@
 
 A kernel without a hand-written template still gets a search space: one parameter per transformation
 whose preconditions hold on its entry kernel (scalar replacement, restrict/const, coarsening factors in
-x and y and their mapping, unroll factor, work-group shape). A point is instantiated by applying the
-chosen transformations in a fixed order to the base kernel; the first value of every parameter is the
-identity, so the all-identity point is the base itself and is never proposed. The offline generator
-explores it with the same machinery as a template (space-filling first round, then neighbours).
+x and y and their mapping, local-memory tile size, unroll factor, work-group shape). A point is
+instantiated by applying the chosen transformations in a fixed order to the base kernel; the first value
+of every parameter is the identity, so the all-identity point is the base itself and is never proposed.
+The offline generator explores it with the same machinery as a template (space-filling first round, then
+neighbours).
+
+Local tiling and coarsening do not compose (the point instantiates to None): coarsening refuses a kernel
+that observes its work-group, and the coarsened copies' guards are not the uniform ``gid < bound`` tests
+tiling needs. With local tiling the tile fixes the work-group shape: the point's ``work_group`` value is
+ignored (the candidate's params say ``keep``), so tiled points are not confined to the one ``keep`` value
+of a 70-value parameter and a space-filling design reaches them.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from kernelcast.agents.kernel_ast import observes_work_group
 from kernelcast.agents.transforms import NotApplicable, entry_of
 from kernelcast.agents.transforms.coarsen import FACTORS as COARSEN_FACTORS
 from kernelcast.agents.transforms.coarsen import MAPPINGS, coarsen
+from kernelcast.agents.transforms.local_tiling import TILES, local_tile
 from kernelcast.agents.transforms.restrict import restrict_const
 from kernelcast.agents.transforms.scalar_replace import scalar_replace
 from kernelcast.agents.transforms.unroll import FACTORS as UNROLL_FACTORS
@@ -29,6 +37,10 @@ Point = dict[str, Any]
 KEEP = "keep"
 MAX_WG_X = 1024
 MAX_WG_Y = 64
+# Coarsening copies the kernel's body F times: a base whose coarsened text would exceed this is not coarsened
+# further (an already jammed 8x8 kernel is ~40 KB; coarsening it again costs seconds per point to build and
+# compile, for register pressure no device rewards)
+MAX_COARSENED_CHARS = 48_000
 
 
 def work_group_shapes(dims: int, max_wg: int) -> list[str]:
@@ -70,6 +82,10 @@ class DerivedSpace:
                 continue
             ok = []
             for f in COARSEN_FACTORS[1:]:
+                if len(base.source) * f > MAX_COARSENED_CHARS:
+                    self.unavailable.setdefault(f"coarsen_{axis}", f"the kernel is too large to coarsen by {f} "
+                                                                       f"({len(base.source)} characters)")
+                    continue
                 try:
                     coarsen(task, base, f if dim == 0 else 1, f if dim == 1 else 1)
                     ok.append(f)
@@ -79,6 +95,16 @@ class DerivedSpace:
                 self.params[f"coarsen_{axis}"] = [1, *ok]
         if "coarsen_x" in self.params or "coarsen_y" in self.params:
             self.params["mapping"] = list(MAPPINGS)
+        tiles = []
+        for tile in (t for t in TILES if t * t <= self.max_wg):
+            try:
+                local_tile(task, base, tile)
+                tiles.append(tile)
+            except NotApplicable as exc:
+                self.unavailable["local_tile"] = str(exc)
+        if tiles:
+            self.params["local_tile"] = [0, *tiles]
+            self.unavailable.pop("local_tile", None)
         if innermost_counted_loops(ps, kernel) and not ps.uses_macros(kernel):
             self.params["unroll"] = list(UNROLL_FACTORS)
         else:
@@ -115,9 +141,17 @@ class DerivedSpace:
                 c, labels = self._step(restrict_const(task, c), labels)
             fx, fy = point.get("coarsen_x", 1), point.get("coarsen_y", 1)
             if fx * fy > 1:
+                if len(c.source) * fx * fy > MAX_COARSENED_CHARS:
+                    return None
                 c, labels = self._step(coarsen(task, c, fx, fy, point.get("mapping", MAPPINGS[0])), labels)
             elif point.get("mapping", MAPPINGS[0]) != MAPPINGS[0]:
                 return None  # the mapping without coarsening is the same kernel as another point
+            tile = point.get("local_tile", 0)
+            if tile:
+                if fx * fy > 1:
+                    return None  # a refused composition (module docstring)
+                c, labels = self._step(local_tile(task, c, tile), labels)
+                point = {**point, "work_group": KEEP}  # the tile fixes the work-group shape
             if point.get("unroll", 1) > 1:
                 c, labels = self._step(unroll(task, c, point["unroll"]), labels)
         except NotApplicable:
@@ -147,8 +181,16 @@ class DerivedSpace:
                 return False
         return True
 
-    def describe(self) -> str:
-        """One line per parameter, for prompts and `kernelcast tasks show`-like views."""
-        lines = [f"{k} in {v}" for k, v in self.params.items()]
+    def describe(self, max_values: int | None = None) -> str:
+        """One line per parameter, for prompts and `kernelcast tasks show`-like views; with ``max_values``
+        a long value list shows its first and last values and how many it holds (prompts stay short)."""
+        lines = [f"{k} in {_values(v, max_values)}" for k, v in self.params.items()]
         lines += [f"({k} unavailable: {why})" for k, why in self.unavailable.items()]
         return "\n".join(lines)
+
+
+def _values(values: list[Any], limit: int | None) -> str:
+    if limit is None or len(values) <= limit:
+        return str(values)
+    head, tail = values[: limit - 2], values[-2:]
+    return f"[{', '.join(map(repr, head))}, ..., {', '.join(map(repr, tail))}] ({len(values)} values)"

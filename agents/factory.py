@@ -1,4 +1,5 @@
-"""Build agents by name (CLI/API/graph resume all use these, so options mean the same everywhere)."""
+"""The parts agents are built from: the LLM client from settings, the learned forecaster from the store, the
+uninformative forecaster. Agents are built by name through :mod:`kernelcast.agents.registry`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from kernelcast.agents.forecast import Forecast, Forecaster
-from kernelcast.agents.generator import Generator
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import HardwareSpec
 from kernelcast.tools.task import Task
@@ -85,40 +85,3 @@ def learned_forecaster(store: "Store | None", device: str | None, exclude_task: 
     return BlendedForecaster(cross, data, history=pairs, hardware=devices, tasks=lookup, bandwidth=bandwidth,
                              seeded=seeded)
 
-
-def make_generator(name: str, worker: "Measurer | None" = None, model: str | None = None,
-                   api_base: str | None = None) -> Generator:
-    if name == "offline":
-        from kernelcast.agents.offline_generator import OfflineGenerator
-
-        return OfflineGenerator(worker=worker)
-    if name == "llm":
-        from kernelcast.agents.llm_generator import LLMGenerator
-
-        return LLMGenerator(llm_client(model, api_base), worker=worker)
-    raise ValueError(f"unknown generator {name!r} (expected offline or llm)")
-
-
-def make_forecaster(name: str, store: "Store | None" = None, device: str | None = None, model: str | None = None,
-                    api_base: str | None = None, exclude_task: str | None = None,
-                    worker: "Measurer | None" = None) -> Forecaster:
-    """``learned``: prior + forest + in-task model (informative from the first forecast); ``prior``: the
-    roofline prior alone."""
-    if name == "learned":
-        return learned_forecaster(store, device, exclude_task, worker=worker)
-    if name == "prior":
-        from kernelcast.agents.blended_forecaster import BlendedForecaster
-        from kernelcast.agents.device_probe import device_bandwidth
-
-        return BlendedForecaster(bandwidth=lambda hw: device_bandwidth(store, hw, worker))
-    if name == "llm":
-        from kernelcast.agents.llm_forecaster import LLMForecaster
-
-        return LLMForecaster(llm_client(model, api_base))
-    if name == "llm-logprobs":
-        from kernelcast.agents.llm_forecaster import LLMForecaster
-
-        return LLMForecaster(llm_client(model, api_base), mode="logprobs")
-    if name == "none":
-        return UninformativeForecaster()
-    raise ValueError(f"unknown forecaster {name!r} (expected learned, prior, llm, llm-logprobs or none)")

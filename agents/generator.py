@@ -4,8 +4,9 @@ A generator turns a parent kernel into new candidates. It never measures: the
 router decides what the hardware sees. It gets a :class:`GenerationContext`
 (how the parent did, the best kernels so far, the device, what was already
 tried or rejected) and returns validated candidates, each naming its parent
-and its intent. What it dropped and why goes to a :class:`ProposalReport`,
-whose :meth:`ProposalReport.feedback` lines are fed back on the next attempt.
+and its intent, together with a :class:`ProposalReport` of what it dropped and
+why (:class:`Proposals`); the report's :meth:`ProposalReport.feedback` lines
+are fed back on the next attempt.
 
 Validation (:class:`Validator`) is shared by all generators so an offline
 move and an LLM rewrite pass exactly the same checks: no host code, the
@@ -29,7 +30,7 @@ from kernelcast.agents.dedup import Deduplicator
 from kernelcast.tools.candidate import Candidate, SignatureError, check_signature, signature
 from kernelcast.tools.confinement import FAST_MATH_OPTIONS, option_problem, source_problem  # noqa: F401 (re-export)
 from kernelcast.tools.harness import InvalidCandidate, resolve_geometry
-from kernelcast.tools.measurement import HardwareSpec, Status
+from kernelcast.tools.measurement import HardwareSpec, Measurement, Status
 from kernelcast.tools.task import Task
 
 if TYPE_CHECKING:
@@ -137,6 +138,14 @@ class ProposalReport:
         return "; ".join(parts)
 
 
+class Tried(BaseModel):
+    """A kernel of the task already measured on this device: what it meant to do and how it did (latest)."""
+
+    intent: str
+    status: str  # a kernelcast.tools.measurement.Status value
+    speedup: float | None = None  # measured, correct kernels only
+
+
 class GenerationContext(BaseModel):
     """What a generator knows when it expands a parent. Build one with :meth:`from_store` or by hand."""
 
@@ -151,6 +160,7 @@ class GenerationContext(BaseModel):
     seed: int = 0
     known_hashes: set[str] = Field(default_factory=set)  # store + search: never propose these again
     measured_points: list[dict[str, Any]] = Field(default_factory=list)  # template points measured on this device
+    tried: list[Tried] = Field(default_factory=list)  # every kernel measured on this device (all generators)
 
     @field_validator("parent_report")
     @classmethod
@@ -194,7 +204,25 @@ class GenerationContext(BaseModel):
             best=ranked, hardware=hardware, siblings=set(siblings), feedback=list(feedback), seed=seed,
             known_hashes={m.candidate_hash for m in measurements} | set(extra_known),
             measured_points=store.measured_params(task.name, device),
+            tried=_tried(store, task, measurements),
         )
+
+
+def _tried(store: "Store", task: Task, measurements: list[Measurement]) -> list[Tried]:
+    """The latest full-size result of every measured kernel, with its intent (one query for the intents)."""
+    latest = {m.candidate_hash: m for m in measurements if m.sizes == "full"}
+    intents = {c.hash: c.intent for c in store.candidates(task.name)}
+    return [Tried(intent=intents.get(h) or "(no intent)", status=m.status.value, speedup=m.speedup if m.ok else None)
+            for h, m in latest.items()]
+
+
+@dataclass(frozen=True)
+class Proposals:
+    """What one ``propose`` call returns: the accepted candidates and the report of the whole call (returned,
+    not kept on the generator, so two callers of one generator never read each other's report)."""
+
+    candidates: list[Candidate]
+    report: ProposalReport
 
 
 @runtime_checkable
@@ -202,9 +230,8 @@ class Generator(Protocol):
     """Proposes up to ``n`` new, validated children of ``parent``; never raises on bad proposals."""
 
     name: str
-    last_report: ProposalReport
 
-    def propose(self, task: Task, parent: Candidate, context: GenerationContext, n: int) -> list[Candidate]:
+    def propose(self, task: Task, parent: Candidate, context: GenerationContext, n: int) -> Proposals:
         ...
 
 

@@ -474,11 +474,12 @@ def written_roots(ps: ParsedSource, kernel: ci.Cursor) -> set[tuple[str, int]]:
     """Parameters (roots) that the kernel may write through: stores, atomics, vstore, unknown uses."""
     roots = pointer_roots(ps, kernel)
     written: set[tuple[str, int]] = set()
+    parent_of = parents(kernel)  # once: a chain per pointer use is then a walk up, not a search of the kernel
     for n in walk(kernel):
         if n.kind != K.DECL_REF_EXPR or n.referenced is None or decl_key(n.referenced) not in roots:
             continue
         root = roots[decl_key(n.referenced)]
-        if not _only_read(ps, kernel, n):
+        if not _only_read(ps, ancestors(kernel, n, parent_of), n):
             written.add(root)
     # a pointer variable reassigned inside the kernel may point anywhere: treat as written
     for key, root in roots.items():
@@ -487,27 +488,34 @@ def written_roots(ps: ParsedSource, kernel: ci.Cursor) -> set[tuple[str, int]]:
     return written
 
 
-def _ancestors(kernel: ci.Cursor, target: ci.Cursor) -> list[ci.Cursor]:
-    """The chain of cursors from ``kernel`` down to ``target`` (exclusive of target)."""
-    path: list[ci.Cursor] = []
-
-    def find(c: ci.Cursor) -> bool:
+def parents(root: ci.Cursor) -> dict[ci.Cursor, ci.Cursor]:
+    """Every cursor below ``root`` -> its parent (one walk; libclang cursors hash and compare by identity)."""
+    out: dict[ci.Cursor, ci.Cursor] = {}
+    stack = [root]
+    while stack:
+        c = stack.pop()
         for child in c.get_children():
-            if child == target:
-                return True
-            path.append(child)
-            if find(child):
-                return True
-            path.pop()
-        return False
-
-    find(kernel)
-    return [kernel, *path]
+            out[child] = c
+            stack.append(child)
+    return out
 
 
-def _only_read(ps: ParsedSource, kernel: ci.Cursor, ref: ci.Cursor) -> bool:
-    """True when this use of a pointer only reads through it (a subscript read, a vload, a pointer init)."""
-    chain = _ancestors(kernel, ref)
+def ancestors(kernel: ci.Cursor, target: ci.Cursor,
+              parent_of: dict[ci.Cursor, ci.Cursor] | None = None) -> list[ci.Cursor]:
+    """The chain of cursors from ``kernel`` down to ``target`` (exclusive of target); pass ``parent_of``
+    (:func:`parents` of ``kernel``) when asking for many targets."""
+    parent_of = parents(kernel) if parent_of is None else parent_of
+    chain: list[ci.Cursor] = []
+    c = parent_of.get(target)
+    while c is not None and c != kernel:
+        chain.append(c)
+        c = parent_of.get(c)
+    return [kernel, *reversed(chain)]
+
+
+def _only_read(ps: ParsedSource, chain: list[ci.Cursor], ref: ci.Cursor) -> bool:
+    """True when this use of a pointer (``chain``: its ancestors) only reads through it (a subscript read, a
+    vload, a pointer init)."""
     node = ref
     for parent in reversed(chain):
         if parent.kind in (K.UNEXPOSED_EXPR, K.PAREN_EXPR):

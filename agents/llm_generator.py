@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from kernelcast.agents.dedup import Deduplicator
-from kernelcast.agents.generator import GenerationContext, ProposalReport, Reason, Validator
+from kernelcast.agents.generator import GenerationContext, ProposalReport, Proposals, Reason, Validator
 from kernelcast.agents.llm_client import LLMClient, LLMError, Messages
-from kernelcast.agents.prompting import clip_source, device_guide, launch_text, load_prompt, work_estimate
+from kernelcast.agents.prompting import (clip_source, derived_space_text, device_guide, launch_text, load_prompt,
+                                         tried_text, work_estimate)
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.task import BufferArg, Task
 
@@ -77,14 +78,16 @@ def _best(task: Task, parent: Candidate, context: GenerationContext, max_source_
         return "(none measured yet)"
     sizes = task.sizes("full")
     lines = []
-    for i, (cand, speedup) in enumerate(context.best, 1):
+    for i, (cand, speedup) in enumerate(context.best if not context.tried else [], 1):  # else: in the tried list
         mark = " (this is the parent)" if cand.hash == parent.hash else ""
         lines.append(f"{i}. {speedup:.3g}x{mark}: {cand.intent or 'no intent'}; "
                      f"{launch_text(cand.global_size, cand.local_size, sizes)}")
-    top, _ = context.best[0]
+    top, top_speedup = context.best[0]
     if top.hash != parent.hash:
-        lines.append(f"\nSource of the best kernel:\n```\n{clip_source(top.source.strip(), max_source_chars // 2)}\n```")
-    return "\n".join(lines)
+        launch = launch_text(top.global_size, top.local_size, sizes)
+        lines.append(f"\nSource of the best kernel ({top_speedup:.3g}x, {launch}):"
+                     f"\n```\n{clip_source(top.source.strip(), max_source_chars // 2)}\n```")
+    return "\n".join(lines).strip() or "(the parent is the best kernel so far)"
 
 
 def _feedback(context: GenerationContext) -> str:
@@ -127,6 +130,8 @@ def build_prompt(task: Task, parent: Candidate, context: GenerationContext, k: i
         parent_source=parent_source,
         best=_best(task, parent, context, max_source_chars),
         feedback=_feedback(context),
+        derived_space=derived_space_text(task, hardware.max_work_group_size if hardware else None),
+        tried=tried_text(context.tried),
         size_names=", ".join(sizes),
         example_global=json.dumps([str(e) for e in ref.global_size]),
     )
@@ -231,14 +236,13 @@ class LLMGenerator:
         self.temperature = temperature
         self.max_source_chars = max_source_chars
         self.name = f"llm:{client.model}"
-        self.last_report = ProposalReport(generator=self.name)
 
     def messages(self, task: Task, parent: Candidate, context: GenerationContext, k: int) -> Messages:
         prompt = build_prompt(task, parent, context, k, self.max_source_chars)
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
 
-    def propose(self, task: Task, parent: Candidate, context: GenerationContext, n: int) -> list[Candidate]:
-        report = self.last_report = ProposalReport(generator=self.name, requested=n)
+    def propose(self, task: Task, parent: Candidate, context: GenerationContext, n: int) -> Proposals:
+        report = ProposalReport(generator=self.name, requested=n)
         validator = Validator(task, parent, report, Deduplicator(context.excluded()), self.worker, context.hardware)
         accepted: list[Candidate] = []
         for round_no in range(self.max_rounds):
@@ -257,7 +261,7 @@ class LLMGenerator:
             report.empty_reason = "the model produced no valid candidate: " + (
                 "; ".join(report.feedback(3)) or (report.errors[-1] if report.errors else "no reply"))
         log.info("llm proposals", task=task.name, parent=parent.short, summary=report.summary())
-        return accepted
+        return Proposals(accepted, report)
 
     def _ask(self, task: Task, parent: Candidate, context: GenerationContext, k: int, round_no: int,
              report: ProposalReport) -> str | dict[str, Any] | None:

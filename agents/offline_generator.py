@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kernelcast.agents.dedup import Deduplicator
 from kernelcast.agents.derived_space import DerivedSpace, work_group_shapes
-from kernelcast.agents.generator import FAST_MATH_OPTIONS, GenerationContext, ProposalReport, Validator
+from kernelcast.agents.generator import FAST_MATH_OPTIONS, GenerationContext, ProposalReport, Proposals, Validator
 from kernelcast.agents.kernel_ast import (K, KernelParseError, ParsedSource, Span, counted_loop, header_parts,
                                           observes_work_group, parse, walk)
 from kernelcast.agents.space_filling import space_filling
@@ -378,7 +378,6 @@ class OfflineGenerator:
         """``max_tries`` bounds the non-duplicate proposals validated per call (default 8 n + 64)."""
         self.worker = worker
         self.max_tries = max_tries
-        self.last_report = ProposalReport(generator=self.name)
         self._spaces: dict[str, DerivedSpace] = {}  # derived templates by the short hash of their base kernel
 
     def derived_space(self, task: Task, parent: Candidate, max_wg: int) -> tuple[DerivedSpace, Point | None]:
@@ -390,14 +389,14 @@ class OfflineGenerator:
         space = self._spaces.setdefault(parent.hash[:12], DerivedSpace(task, parent, max_wg))
         return space, None
 
-    def propose(self, task: Task, parent: Candidate, context: GenerationContext, n: int) -> list[Candidate]:
-        report = self.last_report = ProposalReport(generator=self.name, requested=n, rounds=1)
+    def propose(self, task: Task, parent: Candidate, context: GenerationContext, n: int) -> Proposals:
+        report = ProposalReport(generator=self.name, requested=n, rounds=1)
         validator = Validator(task, parent, report, Deduplicator(context.excluded()), self.worker, context.hardware)
         rng = random.Random(f"{context.seed}:{parent.hash}")
         max_tries = self.max_tries or 8 * n + 64
         accepted: list[Candidate] = []
         if n <= 0:
-            return accepted
+            return Proposals(accepted, report)
         capped = False
         for candidate in self._stream(task, parent, context, rng, report):
             capped = report.proposed - report.duplicates >= max_tries  # duplicates are cheap; compiles are not
@@ -409,7 +408,7 @@ class OfflineGenerator:
                     break
         if not accepted:
             report.empty_reason = self._why_empty(task, parent, report, capped)
-        return accepted
+        return Proposals(accepted, report)
 
     def _stream(self, task: Task, parent: Candidate, context: GenerationContext, rng: random.Random,
                 report: ProposalReport) -> Iterator[Candidate]:

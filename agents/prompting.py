@@ -10,6 +10,11 @@ from pathlib import Path
 from string import Template
 
 from kernelcast.agents.bins import NUM_BINS, bin_label
+from kernelcast.agents.derived_space import DerivedSpace
+from kernelcast.agents.generator import Tried
+from kernelcast.agents.kernel_ast import KernelParseError
+from kernelcast.agents.offline_generator import DEFAULT_MAX_WG
+from kernelcast.agents.transforms import NotApplicable
 from kernelcast.tools.expr import ExpressionError, evaluate, evaluate_int
 from kernelcast.tools.measurement import HardwareSpec
 from kernelcast.tools.task import Task
@@ -65,3 +70,59 @@ def work_estimate(task: Task, sizes: dict[str, int]) -> str:
 
 def clip_source(source: str, limit: int) -> str:
     return source if len(source) <= limit else source[:limit] + f"\n/* ... {len(source) - limit} more characters */"
+
+
+# ---- one picture for both generators: the derived template and what was tried ---------------------------
+MAX_TRIED_LINES = 12
+MAX_TRIED_INTENT_CHARS = 100  # a jammed kernel's intent lists every transformation; the prompt keeps its start
+MAX_SPACE_VALUES = 6
+
+
+def derived_space_text(task: Task, max_wg: int | None) -> str:
+    """The derived template of the task's reference (the transformations whose preconditions hold, with
+    their values, and why the others do not apply): the space the offline generator explores. Without a
+    device limit, the offline generator's default limit."""
+    space = _derived_space(task, max_wg or DEFAULT_MAX_WG)
+    if isinstance(space, str):
+        return f"(no derived template: {space})"
+    if not space.params:
+        return "(no transformation applies to the reference)\n" + space.describe(MAX_SPACE_VALUES)
+    return space.describe(MAX_SPACE_VALUES)
+
+
+_SPACES: dict[tuple[str, str, int], DerivedSpace | str] = {}
+
+
+def _derived_space(task: Task, max_wg: int) -> DerivedSpace | str:
+    """The reference's DerivedSpace, built once per (task, reference, device limit); or why it cannot be built."""
+    reference = task.reference()
+    key = (task.name, reference.hash, max_wg)
+    if key not in _SPACES:
+        try:
+            _SPACES[key] = DerivedSpace(task, reference, max_wg)
+        except (NotApplicable, KernelParseError) as exc:
+            _SPACES[key] = str(exc)
+    return _SPACES[key]
+
+
+def tried_text(tried: Sequence[Tried], limit: int = MAX_TRIED_LINES) -> str:
+    """What was measured so far, compactly: the fastest correct kernels with their speedups, then the
+    failures by status with one example intent each, then how many more are not shown."""
+    if not tried:
+        return "(nothing measured yet)"
+    correct = sorted((t for t in tried if t.speedup is not None), key=lambda t: -(t.speedup or 0.0))
+    failed: dict[str, list[Tried]] = {}
+    for t in tried:
+        if t.speedup is None:
+            failed.setdefault(t.status, []).append(t)
+    lines = [f"- {t.speedup:.3g}x: {_short(t.intent)}" for t in correct[: max(1, limit - len(failed))]]
+    lines += [f"- {len(group)} {status}, e.g.: {_short(group[0].intent)}" for status, group in failed.items()]
+    shown = min(len(correct), max(1, limit - len(failed))) + sum(len(g) for g in failed.values())
+    if shown < len(tried):
+        lines.append(f"- ... and {len(tried) - shown} slower correct kernel(s)")
+    return f"{len(tried)} kernel(s) measured ({len(correct)} correct):\n" + "\n".join(lines)
+
+
+def _short(intent: str) -> str:
+    intent = intent.removeprefix("derived: ")
+    return intent if len(intent) <= MAX_TRIED_INTENT_CHARS else intent[: MAX_TRIED_INTENT_CHARS - 3] + "..."

@@ -82,13 +82,13 @@ def run_offline(task: Task, worker: MeasurementWorker, count: int, seed: int, pr
     for _ in range(count):
         context = GenerationContext.from_store(store, task, spec.key, best, hardware=spec, seed=seed)
         proposals = generator.propose(task, best, context, 1)
-        if not proposals:
-            progress.console.print(f"{task.name}: offline generator stopped: {generator.last_report.empty_reason}")
+        if not proposals.candidates:
+            progress.console.print(f"{task.name}: offline generator stopped: {proposals.report.empty_reason}")
             break
-        m = measure(task, proposals[0], worker, store)
+        m = measure(task, proposals.candidates[0], worker, store)
         side.results.append(m)
         if m.ok and m.speedup is not None and m.speedup > best_speedup:
-            best, best_speedup = proposals[0], m.speedup
+            best, best_speedup = proposals.candidates[0], m.speedup
         progress.advance(bar)
     store.close()
     return side
@@ -169,7 +169,7 @@ def optimize_with_generator(task: Task, worker: MeasurementWorker, budget: int, 
     bar = progress.add_task(f"{task.name} generator", total=budget)
     while spent < budget:
         context = GenerationContext.from_store(store, task, spec.key, best, hardware=spec, seed=seed)
-        proposals = generator.propose(task, best, context, min(per_round, budget - spent))
+        proposals = generator.propose(task, best, context, min(per_round, budget - spent)).candidates
         if not proposals:
             break
         round_best = None

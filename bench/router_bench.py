@@ -32,6 +32,7 @@ from rich.table import Table  # noqa: E402
 from kernelcast.settings import get_settings  # noqa: E402
 from kernelcast.graphs.config import RunConfig  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
+from kernelcast.graphs.events import Spend  # noqa: E402
 from kernelcast.graphs.run import start_run  # noqa: E402
 from kernelcast.graphs.trust import RouteRecord, trust_summary  # noqa: E402
 from kernelcast.tools.expr import evaluate  # noqa: E402
@@ -98,9 +99,9 @@ def spend_curve(store: Store, run_id: str) -> list[float]:
     """Best verified speedup after each measurement (1.0 = the reference)."""
     best, curve = 1.0, []
     for event in store.events(run_id, kind="spend"):
-        speedup = event["payload"].get("speedup")
-        if speedup and event["payload"].get("status") == "correct":
-            best = max(best, speedup)
+        spend = Spend.model_validate(event.payload)
+        if spend.speedup and spend.status == "correct":
+            best = max(best, spend.speedup)
         curve.append(best)
     return curve
 
@@ -120,9 +121,10 @@ def audit(store: Store, run_id: str, worker: MeasurementWorker, task_name: str, 
     rng = random.Random(seed)
     trusted: dict[str, list[tuple[str, float]]] = {"prune": [], "accept": []}
     for event in store.events(run_id, kind="route"):
-        record = RouteRecord.model_validate(event["payload"])
-        if record.trusted_as in trusted and not record.audit and record.decision == record.trusted_as:
-            trusted[record.trusted_as].append((event["candidate_hash"], record.incumbent or 1.0))
+        record = RouteRecord.model_validate(event.payload)
+        if record.trusted_as in trusted and not record.audit and record.decision == record.trusted_as and \
+                event.candidate_hash is not None:
+            trusted[record.trusted_as].append((event.candidate_hash, record.incumbent or 1.0))
     out = {}
     for kind, rows in trusted.items():
         rng.shuffle(rows)

@@ -18,6 +18,7 @@ from typing import Any
 
 import kernelcast
 from kernelcast.agents.generator import GenerationContext, Generator
+from kernelcast.agents.registry import DEFAULT_FORECASTER, FORECASTERS
 from kernelcast.session import SessionError
 from kernelcast.session_views import ParentSuggestion, Suggestions
 from kernelcast.tools.candidate import Candidate
@@ -61,7 +62,7 @@ def main() -> None:
     parser.add_argument("--task", default="saxpy")
     parser.add_argument("--budget", type=int, default=6, help="hardware measurements to spend")
     parser.add_argument("--sizes", choices=["small", "full"], default="small")
-    parser.add_argument("--forecaster", choices=["learned", "none"], default="learned")
+    parser.add_argument("--forecaster", choices=list(FORECASTERS), default=DEFAULT_FORECASTER)
     parser.add_argument("--rounds", type=int, default=4, help="submissions at most")
     parser.add_argument("--per-round", type=int, default=6, help="candidates the agent writes per submission")
     parser.add_argument("--max-tokens", type=int, default=3000, help="LLM agent: tokens per reply")
@@ -83,11 +84,11 @@ def main() -> None:
             parent = parent_candidate(task.name, view)
             proposals = agent.propose(task, parent, context_for(suggestion, view, feedback, round_no),
                                       args.per_round)
-            if not proposals:
-                print(f"  the agent wrote nothing: {agent.last_report.summary()}")
+            if not proposals.candidates:
+                print(f"  the agent wrote nothing: {proposals.report.summary()}")
                 continue
             try:
-                out = session.submit(proposals, parent=view.hash, on_event=on_event)
+                out = session.submit(proposals.candidates, parent=view.hash, on_event=on_event)
             except SessionError as exc:
                 print(f"  refused: {exc}")
                 feedback = [str(exc)[:300]]

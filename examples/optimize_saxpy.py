@@ -11,6 +11,7 @@ import argparse
 from typing import Any
 
 import kernelcast
+from kernelcast.graphs.routers import ROUTERS
 
 
 def on_event(kind: str, payload: dict[str, Any]) -> None:
@@ -24,7 +25,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=int, default=6, help="hardware measurements to spend")
     parser.add_argument("--sizes", choices=["small", "full"], default="small")
-    parser.add_argument("--router", choices=["selective", "topk", "measure-all"], default="measure-all")
+    parser.add_argument("--router", choices=list(ROUTERS), default="measure-all")
     args = parser.parse_args()
 
     result = kernelcast.optimize("saxpy", budget=args.budget, router=args.router, sizes=args.sizes,

@@ -1,21 +1,31 @@
-"""Run configuration: everything that decides what a run does (stored with the run, reused on resume)."""
+"""Run configuration: everything that decides what a run does (stored with the run, reused on resume).
+
+Router, generator and forecaster names are checked against their registries
+(:mod:`kernelcast.graphs.routers`, :mod:`kernelcast.agents.registry`), and what follows from the router
+(children per expansion, the verification reserve) is read from its registered settings. The field defaults
+here are the defaults of every front door: they read them with :func:`default`.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
+
+from kernelcast.agents.registry import DEFAULT_FORECASTER, DEFAULT_GENERATOR, AnyGeneratorName, ForecasterName
+from kernelcast.graphs.routers import DEFAULT_RISK, DEFAULT_ROUTER, RouterName, RouterSpec, router_spec
+from kernelcast.tools.records import RunRecord
 
 
 class RunConfig(BaseModel):
     task: str
     budget: int = Field(24, ge=1, description="hardware measurements the run may spend")
-    router: Literal["selective", "topk", "measure-all"] = "selective"
+    router: RouterName = DEFAULT_ROUTER
     threshold: float = Field(0.6, ge=0.0, le=1.0, description="confidence needed to trust a forecast")
     measure_per_round: int = Field(4, ge=1, description="k: at most this many measurements per expansion")
     children_per_round: int | None = Field(None, ge=1, description="N: children proposed per expansion")
-    generator: str = "offline"
-    forecaster: str = "learned"
+    generator: AnyGeneratorName = DEFAULT_GENERATOR
+    forecaster: ForecasterName = DEFAULT_FORECASTER
     model: str | None = None
     device: str | None = None
     parallel: int = Field(1, ge=0, description="measurements in flight at once (a pool, or Ray actors)")
@@ -34,19 +44,27 @@ class RunConfig(BaseModel):
     training_db: str | None = Field(None, description="store the learned forecaster trains on (default: the run's)")
     leave_task_out: bool = Field(False, description="train the learned forecaster without this task's data")
     learn_online: bool = Field(True, description="retrain the forecaster on the run's own measurements as they arrive")
-    risk: float = Field(0.1, gt=0.0, lt=1.0, description="selective: tolerated share of false prunes (and false "
+    risk: float = Field(DEFAULT_RISK, gt=0.0, lt=1.0, description="selective: tolerated share of false prunes (and false "
                         "accepts) among trusted decisions, certified at 90 % confidence from calibration data")
     audit_share: float = Field(0.1, ge=0.0, le=0.5, description="selective: share of the budget that may measure "
                                "a random sample of trusted decisions")
 
+    @classmethod
+    def of_run(cls, run: RunRecord) -> RunConfig:
+        """The configuration a stored run was started with (fields added since read with their defaults)."""
+        return cls.model_validate(run.config)
+
+    @property
+    def router_spec(self) -> RouterSpec:
+        return router_spec(self.router)
+
     @property
     def n_children(self) -> int:
-        """Children per expansion: measure-all k (all measured), topk 4k (the paper's 16 forecast / 4 measured),
-        selective 8k (forecasts are cheap; uncertain ones compete for the k measurements)."""
+        """Children per expansion: k times the router's children per measurement (measure-all 1, topk 4 as
+        the paper's 16 forecast / 4 measured, selective 8: forecasts are cheap, uncertain ones compete)."""
         if self.children_per_round:
             return self.children_per_round
-        factor = {"measure-all": 1, "topk": 4}.get(self.router, 8)
-        return factor * self.measure_per_round
+        return self.router_spec.children_per_measurement * self.measure_per_round
 
     @property
     def rounds_limit(self) -> int:
@@ -54,6 +72,19 @@ class RunConfig(BaseModel):
 
     @property
     def reserve(self) -> int:
-        fraction = self.reserve_fraction if self.reserve_fraction is not None else (
-            0.25 if self.router == "selective" else 0.0)
+        fraction = self.reserve_fraction if self.reserve_fraction is not None else self.router_spec.reserve_share
         return int(round(fraction * self.budget))
+
+
+def listed_router(run: RunRecord) -> str:
+    """The router a stored run names, for listings: "?" when its config does not validate (a row written by
+    an older kernelcast or by hand), so one odd row never stops a listing."""
+    try:
+        return RunConfig.of_run(run).router
+    except ValidationError:
+        return "?"
+
+
+def default(field: str) -> Any:
+    """A RunConfig field's default: what a front door (CLI option, tool parameter) offers when not told."""
+    return RunConfig.model_fields[field].default

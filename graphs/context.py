@@ -15,7 +15,8 @@ from kernelcast.agents.forecast import Forecaster
 from kernelcast.agents.generator import Generator
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.events import RunEvent, parse
-from kernelcast.graphs.routing import Router, make_router
+from kernelcast.graphs.routers import make_router
+from kernelcast.graphs.routing import Router
 from kernelcast.tools.measurement import HardwareSpec, MeasureConfig
 from kernelcast.tools.store import Store
 from kernelcast.tools.task import Task
@@ -57,7 +58,7 @@ class RunContext:
     router: Router = field(init=False)
 
     def __post_init__(self) -> None:
-        self.router = make_router(self.config.router, self.config.threshold, self.config.measure_per_round)
+        self.router = make_router(self.config.router, self.config.measure_per_round, self.config.seed)
 
     @property
     def folder(self) -> Path:

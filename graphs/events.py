@@ -8,9 +8,12 @@ guesses at fields. Old rows without a newer field read with its default.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from kernelcast.tools.records import EventRecord
 
 
 class RunEvent(BaseModel):
@@ -64,6 +67,7 @@ class Route(RunEvent):
     audit: bool = False
     trusted_as: str = ""
     informative: bool | None = None
+    spare: bool = False  # a pruned child measured because its round had nothing uncertain to measure
 
 
 class InFlight(RunEvent):
@@ -165,7 +169,6 @@ class LoggedEvent(BaseModel):
     event: RunEvent
 
 
-def logged(rows: list[dict[str, Any]]) -> list[LoggedEvent]:
-    """The store's event rows (``Store.events``) as typed events, in order."""
-    return [LoggedEvent(seq=int(r["seq"]), candidate=r["candidate_hash"], event=parse(r["kind"], r["payload"]))
-            for r in rows]
+def logged(records: Iterable[EventRecord]) -> list[LoggedEvent]:
+    """The store's event records (``Store.events``) as typed events, in order."""
+    return [LoggedEvent(seq=r.seq, candidate=r.candidate_hash, event=parse(r.kind, r.payload)) for r in records]

@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from kernelcast.agents.forecast import Forecast, LearnsFromMeasurements, record_forecast
-from kernelcast.agents.generator import GenerationContext
+from kernelcast.agents.generator import GenerationContext, ProposalReport, Proposals
 from kernelcast.graphs import events as ev
 from kernelcast.graphs import puct
+from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.errors import SearchFailed
 from kernelcast.graphs.routing import RoutingInput
@@ -43,6 +44,13 @@ def confirmation_config(config: MeasureConfig) -> MeasureConfig:
 def expected_log_speedup(node: NodeRecord) -> float:
     """The forecast's expected log speedup of a node, 0 (no change) without a forecast."""
     return node["forecast"]["expected_log_speedup"] if node["forecast"] is not None else 0.0
+
+
+def confirmations(config: RunConfig) -> int:
+    """How many of the best measured candidates the run confirms: ``confirm_top``, but at most one per 8
+    measurements of the budget (at least one), so a budget of 8 is not three-eighths confirmation and
+    five measurements of search."""
+    return min(config.confirm_top, max(1, config.budget // 8))
 
 
 def top_measured(nodes: Mapping[str, NodeRecord], k: int) -> list[str]:
@@ -72,7 +80,7 @@ class SearchNodes:
         nodes = state["nodes"]
         accepted = sum(1 for n in nodes.values() if n["outcome"] == "accepted")
         measured_ok = sum(1 for n in nodes.values() if n["outcome"] in ("measured", "verified") and n["speedup"])
-        reserve = min(self.ctx.config.reserve, accepted) + min(self.ctx.config.confirm_top, max(1, measured_ok))
+        reserve = min(self.ctx.config.reserve, accepted) + min(confirmations(self.ctx.config), max(1, measured_ok))
         left = self.ctx.config.budget - self.spent() - reserve
         limit = self.ctx.config.max_device_seconds
         if limit is not None and self.device_seconds() >= limit:
@@ -181,19 +189,18 @@ class SearchNodes:
         try:
             proposals = ctx.generator.propose(ctx.task, parent, context, ctx.config.n_children)
         except Exception as exc:  # noqa: BLE001 - a broken generator ends this expansion, not the run
-            proposals = []
+            proposals = Proposals([], ProposalReport(generator=ctx.generator.name, errors=[str(exc)]))
             ctx.emit(ev.GeneratorError(error=f"{type(exc).__name__}: {exc}"), candidate_hash=parent_key)
 
         children = []
-        for cand in proposals:
+        for cand in proposals.candidates:
             if cand.hash in nodes:
                 continue
             ctx.store.add_candidate(cand)
             nodes[cand.hash] = new_node(cand, parent_key, node["depth"] + 1, state["iteration"])
             children.append(cand.hash)
-        report = getattr(ctx.generator, "last_report", None)
-        ctx.emit(ev.Generated(parent=parent_key, children=children,
-                              report=report.summary() if report is not None else ""), candidate_hash=parent_key)
+        ctx.emit(ev.Generated(parent=parent_key, children=children, report=proposals.report.summary()),
+                 candidate_hash=parent_key)
         empty = state.get("empty_rounds", 0) + 1 if not children else 0
         if not children:
             nodes[parent_key]["exhausted"] = True
@@ -260,8 +267,8 @@ class SearchNodes:
         incumbent = max(1.0, (nodes[best]["speedup"] or 1.0) if best else 1.0)  # the reference is 1.0
         items, informative = [], {}
         children = set(state["children"])
-        beliefs = {r["candidate_hash"]: Provenance.model_validate(r["provenance"])  # ln S mean/sd, when known
-                   for r in ctx.store.forecast_rows(run_id=ctx.run_id) if r["candidate_hash"] in children}
+        beliefs = {r.candidate_hash: Provenance.model_validate(r.provenance)  # ln S mean/sd, when known
+                   for r in ctx.store.forecasts(run_id=ctx.run_id) if r.candidate_hash in children}
         for key in state["children"]:
             fc = nodes[key]["forecast"]
             assert fc is not None
@@ -274,10 +281,10 @@ class SearchNodes:
                                       log_mean=beliefs[key].log_speedup_mean if key in beliefs else None,
                                       log_sd=beliefs[key].log_speedup_sd if key in beliefs else None))
         trust, audits = TrustThresholds(risk=ctx.config.risk), 0
-        if ctx.config.router == "selective":
+        if ctx.config.router_spec.certifies_trust:
             trust = fit_thresholds(calibration_rows(ctx.store, ctx.hardware.key), ctx.config.risk)
             spent_on_audits = sum(1 for e in ctx.store.events(ctx.run_id, kind="route")
-                                  if RouteRecord.model_validate(e["payload"]).audit)
+                                  if RouteRecord.model_validate(e.payload).audit)
             audits = max(0, int(ctx.config.audit_share * ctx.config.budget) - spent_on_audits)
         decisions = ctx.router.route(items, self.loop_allowance(state), trust=trust, audits=audits)
         to_measure = []
@@ -290,7 +297,7 @@ class SearchNodes:
                 node["outcome"] = DECISION_OUTCOME[routed.decision].value  # plain str in checkpoints
             ctx.emit(ev.Route(decision=routed.decision, reason=routed.reason, p_beat=routed.p_beat,
                               incumbent=incumbent, audit=routed.audit, trusted_as=routed.trusted_as,
-                              informative=informative[key]), candidate_hash=key)
+                              informative=informative[key], spare=routed.spare), candidate_hash=key)
         return {"nodes": nodes.changes(), "to_measure": to_measure}
 
     def measure(self, state: SearchState) -> dict[str, Any]:
@@ -327,7 +334,8 @@ class SearchNodes:
         best, to_best = state.get("best"), state.get("measurements_to_best", 0)
         accepted = sorted((k for k, n in nodes.items() if n["outcome"] == "accepted"),
                           key=lambda k: -expected_log_speedup(nodes[k]))
-        confirm_reserve = min(self.ctx.config.confirm_top, len(top_measured(nodes, self.ctx.config.confirm_top)))
+        confirm_top = confirmations(self.ctx.config)
+        confirm_reserve = min(confirm_top, len(top_measured(nodes, confirm_top)))
         for key in accepted:
             if self.spent() >= self.ctx.config.budget - confirm_reserve:
                 break
@@ -340,7 +348,7 @@ class SearchNodes:
             self.ctx.emit(ev.Verify(predicted_bin=predicted, measured_bin=result.bin(),
                                     forecast_right=predicted == result.bin()), candidate_hash=key)
             best, to_best = self._track_best(nodes, key, best, to_best)
-        for key in top_measured(nodes, self.ctx.config.confirm_top):
+        for key in top_measured(nodes, confirm_top):
             first = nodes[key]["speedup"]
             result = self._measure(nodes, key, "confirm")
             if result is None:
@@ -373,9 +381,9 @@ class SearchNodes:
     def last_generator_problem(self) -> str:
         errors = self.ctx.store.events(self.ctx.run_id, kind="generator_error")
         if errors:
-            return "last error: " + str(errors[-1]["payload"]["error"])[:500]
+            return "last error: " + ev.GeneratorError.model_validate(errors[-1].payload).error[:500]
         generated = self.ctx.store.events(self.ctx.run_id, kind="generated")
-        report = str(generated[-1]["payload"].get("report", "")) if generated else ""
+        report = ev.Generated.model_validate(generated[-1].payload).report if generated else ""
         return ("its last report: " + report[:500]) if report else "it gave no reason"
 
     def stop_reason(self, state: SearchState) -> str:

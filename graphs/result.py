@@ -7,9 +7,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.state import NodeRecord, SearchState, outcome_counts
 from kernelcast.graphs.trust import trust_summary
+from kernelcast.tools.records import RunRecord
 from kernelcast.tools.store import Store
 
 
@@ -44,6 +46,11 @@ class RunResult(BaseModel):
     @property
     def considered_per_measurement(self) -> float:
         return self.considered / self.spent if self.spent else float("inf")
+
+    @classmethod
+    def of_run(cls, run: RunRecord) -> RunResult | None:
+        """A stored run's result, once it has finished (None before): the one reader of ``RunRecord.summary``."""
+        return cls.model_validate(run.summary) if run.summary else None
 
 
 def path_to(nodes: dict[str, NodeRecord], key: str) -> list[str]:
@@ -93,7 +100,7 @@ def noise_floor(store: Store, task: str, device: str, run_id: str) -> float | No
     """Relative noise of this task's reference on this device: max(|1 - S|, half the interval) of the
     reference measured against itself (stored by the verify step)."""
     run = store.run(run_id)
-    sizes = (run or {}).get("config", {}).get("sizes", "full")
+    sizes = RunConfig.of_run(run).sizes if run is not None else "full"
     rows = [m for m in store.measurements(task=task, device=device) if m.phase == "noise" and m.sizes == sizes and m.ok]
     if not rows or rows[-1].speedup is None:
         return None
@@ -111,7 +118,10 @@ def judge(result: RunResult) -> tuple[bool, str]:
     if not result.confirmed:
         return False, "not confirmed (no budget left to re-measure it)"
     low, high = result.best_interval or (speed, speed)
-    if low <= 1.0 <= high or speed <= 1.0:
+    if high < 1.0:
+        return False, (f"no speedup: the best candidate is slower than the reference ({speed:.3f}x, 95 % interval "
+                       f"{low:.3f}x-{high:.3f}x)")
+    if low <= 1.0 or speed <= 1.0:
         return False, f"no significant speedup: the 95 % interval {low:.3f}x-{high:.3f}x contains 1.0"
     floor = result.noise_floor or 0.0
     if speed <= 1.0 + floor:

@@ -80,6 +80,7 @@ class Routed:
     p_beat: float | None = None
     audit: bool = False  # measured although the forecast was trusted (to measure the false-decision rate)
     trusted_as: Literal["prune", "accept", ""] = ""  # what the forecast alone would have decided
+    spare: bool = False  # a pruned child measured anyway because the round had nothing else to measure
 
     @property
     def trusted(self) -> bool:
@@ -89,7 +90,6 @@ class Routed:
 
 class Router(Protocol):
     name: str
-    reserve_fraction: float
 
     def route(self, items: list[RoutingInput], can_measure: int, trust: TrustThresholds | None = None,
               audits: int = 0) -> dict[str, Routed]:
@@ -109,7 +109,6 @@ class MeasureAllRouter:
     """The baseline: every candidate measured while budget remains (the paper's standard search)."""
 
     name: str = "measure-all"
-    reserve_fraction: float = 0.0
 
     def route(self, items: list[RoutingInput], can_measure: int, trust: TrustThresholds | None = None,
               audits: int = 0) -> dict[str, Routed]:
@@ -124,7 +123,6 @@ class TopKRouter:
 
     k: int = 4
     name: str = "topk"
-    reserve_fraction: float = 0.0
 
     def route(self, items: list[RoutingInput], can_measure: int, trust: TrustThresholds | None = None,
               audits: int = 0) -> dict[str, Routed]:
@@ -161,7 +159,6 @@ class SelectiveRouter:
     """
 
     measure_per_round: int = 4
-    reserve_fraction: float = 0.25
     audit_rate: float = DEFAULT_AUDIT_RATE
     seed: int = 0
     name: str = "selective"
@@ -206,17 +203,22 @@ class SelectiveRouter:
                 out[item.hash] = Routed("measure", f"audit of a trusted {routed.decision}: {routed.reason}",
                                         routed.p_beat, audit=True, trusted_as=routed.trusted_as)
                 audit_room -= 1
+                measured += 1
             else:
                 out[item.hash] = routed
+        if not deferred:
+            self._spend_spare(trusted, out, limit - measured)
         return out
 
+    @staticmethod
+    def _spend_spare(trusted: list[tuple[RoutingInput, Routed]], out: dict[str, Routed], room: int) -> None:
+        """A round with nothing uncertain would leave its measurements unspent, and a budget saved by pruning
+        buys nothing once the generator runs dry: measure the pruned children most likely to beat the
+        incumbent (highest p) instead. They count as measurements, not as trusted decisions or audits."""
+        pruned = [(item, routed) for item, routed in trusted if out[item.hash] is routed and routed.decision == "prune"]
+        pruned.sort(key=lambda pair: (-(pair[1].p_beat or 0.0), -pair[0].gain, pair[0].hash))
+        for item, routed in pruned[:max(0, room)]:
+            out[item.hash] = Routed("measure", f"nothing uncertain this round: measuring the most promising pruned "
+                                               f"child instead of leaving the budget unspent ({routed.reason})",
+                                    routed.p_beat, trusted_as="prune", spare=True)
 
-def make_router(name: str, threshold: float = 0.6, k: int = 4, seed: int = 0) -> Router:
-    """``threshold`` is kept for old configs and unused: trust now comes from ``--risk`` and calibration."""
-    if name == "selective":
-        return SelectiveRouter(measure_per_round=k, seed=seed)
-    if name == "topk":
-        return TopKRouter(k=k)
-    if name == "measure-all":
-        return MeasureAllRouter()
-    raise ValueError(f"unknown router {name!r} (expected selective, topk or measure-all)")

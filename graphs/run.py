@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernelcast.agents.factory import make_forecaster, make_generator
+from kernelcast.agents.registry import EXTERNAL, make_forecaster, make_generator
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunContext, RunEnv
 from kernelcast.graphs.errors import RunError
@@ -52,18 +52,18 @@ def resume_run(run_id: str, store: Store, env: RunEnv) -> RunResult:
     row = store.run(run_id)
     if row is None:
         raise RunError(f"no run with id {run_id!r} (see `kernelcast runs`)")
-    if row["status"] == "finished":
-        raise RunError(f"run {row['id']} is finished already ({row['spent']} of {row['budget']} spent); "
+    if row.status == "finished":
+        raise RunError(f"run {row.id} is finished already ({row.spent} of {row.budget} spent); "
                        "nothing to resume (`kernelcast show` prints its result)")
-    if row["status"] == "running":
-        raise RunError(f"run {row['id']} is still running in process {row.get('owner_pid')}; not resuming it twice")
-    config = RunConfig.model_validate(row["config"])
-    if config.generator == "external":
-        raise RunError(f"run {row['id']} is a session: its candidates come from its caller; reopen it with "
+    if row.status == "running":
+        raise RunError(f"run {row.id} is still running in process {row.owner_pid}; not resuming it twice")
+    config = RunConfig.of_run(row)
+    if config.generator == EXTERNAL:
+        raise RunError(f"run {row.id} is a session: its candidates come from its caller; reopen it with "
                        "session_status or kernelcast.Session(session=ID)")
     with open_measurer(config, task_backend(config.task), store) as measurer:
-        ctx = build_context(row["id"], config, store, env, measurer)
-        store.claim_run(row["id"])
+        ctx = build_context(row.id, config, store, env, measurer)
+        store.claim_run(row.id)
         return execute(ctx, env.checkpoints, resume=True)
 
 

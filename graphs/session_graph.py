@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from kernelcast.agents.dedup import Deduplicator
 from kernelcast.agents.generator import ProposalReport, Validator
+from kernelcast.agents.registry import EXTERNAL  # the generator name of a session's runs
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.graph import add_search_steps
@@ -31,7 +32,6 @@ from kernelcast.graphs.puct import EXPANDABLE
 from kernelcast.graphs.state import NodeRecord, SearchState, TreeEdit
 from kernelcast.tools.candidate import Candidate
 
-EXTERNAL = "external"  # the generator name of a session's runs
 WRONG_TASK = "wrong_task"  # a rejection reason of sessions only (the Validator's reasons are the others)
 MALFORMED = "malformed"
 

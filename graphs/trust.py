@@ -29,8 +29,8 @@ def _decisions(store: Store, run_id: str) -> Iterable[tuple[RouteRecord, float |
     """(route record, measured speedup or None, measured at all) for each logged decision of a run."""
     measured = {m.candidate_hash: m for m in store.measurements(run_id=run_id)}
     for event in store.events(run_id, kind="route"):
-        m = measured.get(event["candidate_hash"] or "")
-        yield RouteRecord.model_validate(event["payload"]), (m.speedup if m is not None and m.ok else None), \
+        m = measured.get(event.candidate_hash or "")
+        yield RouteRecord.model_validate(event.payload), (m.speedup if m is not None and m.ok else None), \
             m is not None
 
 
@@ -38,9 +38,9 @@ def calibration_rows(store: Store, device: str) -> list[CalibrationRow]:
     """Measured decisions with a forecast p on this device, across its runs (the latest MAX_RUNS)."""
     rows: list[CalibrationRow] = []
     for run in store.runs(limit=MAX_RUNS):
-        if run["device"] != device:
+        if run.device != device:
             continue
-        for record, speedup, was_measured in _decisions(store, run["id"]):
+        for record, speedup, was_measured in _decisions(store, run.id):
             if record.p_beat is None or record.incumbent is None or not was_measured:
                 continue
             rows.append(CalibrationRow(record.p_beat, speedup is not None and speedup > record.incumbent))
@@ -68,6 +68,8 @@ class TrustSummary(BaseModel):
     trusted_prunes: int = 0
     trusted_accepts: int = 0
     audits: int = 0
+    spare: int = 0  # pruned children measured anyway: their round had nothing uncertain (not trusted, not audits)
+    spare_beat: int = 0  # of those, how many beat the incumbent of their moment
     considered: int = 0  # candidates with an informative forecast or a measurement
     considered_all: int = 0  # every candidate the router saw
     risk: float | None = None
@@ -87,6 +89,8 @@ class TrustSummary(BaseModel):
         text = (f"{self.informative_forecasts}/{self.forecasts} forecasts informative; "
                 f"{self.trusted}/{self.decisions} decisions trusted ({self.trusted_prunes} pruned, "
                 f"{self.trusted_accepts} accepted), {self.audits} audited")
+        if self.spare:
+            text += f"; {self.spare} pruned measured anyway with budget to spare ({self.spare_beat} beat the incumbent)"
         fp = self.false_prunes
         if fp.audited:
             text += (f"; false prunes {fp.wrong}/{fp.audited} (95 % CI {fp.interval[0]:.0%}-{fp.interval[1]:.0%})"
@@ -108,9 +112,9 @@ def live_counts(nodes: Mapping[str, NodeRecord]) -> dict[str, int]:
 
 def trust_summary(store: Store, run_id: str, risk: float | None = None) -> TrustSummary:
     """The trust numbers of one run, from its stored forecasts, route events and measurements."""
-    forecasts = store.forecast_rows(run_id=run_id)
-    informative = {r["candidate_hash"] for r in forecasts if not r["failed"]}
-    out = TrustSummary(forecasts=len(forecasts), informative_forecasts=sum(1 for r in forecasts if not r["failed"]),
+    forecasts = store.forecasts(run_id=run_id)
+    informative = {r.candidate_hash for r in forecasts if not r.failed}
+    out = TrustSummary(forecasts=len(forecasts), informative_forecasts=sum(1 for r in forecasts if not r.failed),
                        risk=risk)
     audits: dict[str, list[bool]] = {"prune": [], "accept": []}
     seen: set[str] = set()
@@ -122,13 +126,16 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
             if record.trusted_as in audits and was_measured:
                 beat = speedup is not None and speedup > (record.incumbent or 1.0)
                 audits[record.trusted_as].append(beat if record.trusted_as == "prune" else not beat)
+        elif record.spare:
+            out.spare += 1
+            out.spare_beat += int(was_measured and speedup is not None and speedup > (record.incumbent or 1.0))
         elif record.decision == "prune" and record.trusted_as == "prune":
             out.trusted_prunes += 1
         elif record.decision == "accept":
             out.trusted_accepts += 1
     for event in store.events(run_id, kind="route"):
-        if event["candidate_hash"]:
-            seen.add(event["candidate_hash"])
+        if event.candidate_hash:
+            seen.add(event.candidate_hash)
     measured_any = {m.candidate_hash for m in store.measurements(run_id=run_id)}
     out.considered_all = len(seen)
     out.considered = len({h for h in seen if h in informative or h in measured_any})

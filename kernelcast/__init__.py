@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["measure", "forecast", "optimize", "Session"]
+__all__ = ["measure", "forecast", "propose", "optimize", "Session"]
 
 
 def __getattr__(name: str) -> Any:

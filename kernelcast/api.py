@@ -1,4 +1,8 @@
-"""The Python API: the same operations the CLI, chat session and MCP server use."""
+"""The Python API: the same operations the CLI, chat session and MCP server use.
+
+The CLI mirrors it (sqlite-utils style): each command parses its options, calls one function here and
+prints what comes back. Defaults come from ``RunConfig`` and the registries, never written here.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from kernelcast.agents.registry import DEFAULT_FORECASTER, DEFAULT_GENERATOR
+from kernelcast.graphs.config import default
 from kernelcast.settings import get_settings
 from kernelcast.tools.candidate import Candidate, candidate_from_file, candidate_from_source
 from kernelcast.tools.measurement import HardwareSpec, Measurement, MeasureConfig
@@ -16,6 +22,7 @@ from kernelcast.tools.measurer import Measurer, make_measurer
 
 if TYPE_CHECKING:
     from kernelcast.agents.forecast import Forecast
+    from kernelcast.agents.generator import Proposals
     from kernelcast.graphs.context import RunEnv
     from kernelcast.graphs.result import RunResult
 
@@ -23,6 +30,23 @@ if TYPE_CHECKING:
 def open_store(path: str | Path | None = None) -> Store:
     """The database named by settings (``KERNELCAST_DB`` / ``KERNELCAST_HOME``) unless a path is given."""
     return Store(path or get_settings().db_path)
+
+
+def has_store() -> bool:
+    """Does the configured database exist yet? (Reading commands treat a missing one as "no runs yet".)"""
+    return Path(get_settings().db_path).exists()
+
+
+@contextmanager
+def reading_store(path: str | Path | None = None) -> Iterator[Store]:
+    """The store opened read-only, closed afterwards: for operations that only read, so they work on a
+    database (and folder) nobody may write to and never change it. A missing or unusable database is a
+    :class:`~kernelcast.tools.store.StoreError` naming the file."""
+    store = Store(path or get_settings().db_path, read_only=True)
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 @contextmanager
@@ -96,9 +120,10 @@ def run_env(on_event: Any = None) -> "RunEnv":
                   on_event=on_event)
 
 
-def optimize(task: str | Path, *, budget: int = 24, router: str = "selective", threshold: float = 0.6,
-             generator: str = "offline", forecaster: str = "learned", model: str | None = None,
-             device: str | None = None, seed: int = 0, sizes: str = "full", measure_per_round: int = 4,
+def optimize(task: str | Path, *, budget: int = default("budget"), router: str = default("router"),
+             threshold: float = default("threshold"), generator: str = default("generator"),
+             forecaster: str = default("forecaster"), model: str | None = None, device: str | None = None,
+             seed: int = 0, sizes: str = "full", measure_per_round: int = default("measure_per_round"),
              store: Store | None = None, on_event: Any = None, **extra: Any) -> "RunResult":
     """Optimize a task under a hardware budget; returns the run's result (best kernel is always measured)."""
     from kernelcast.graphs.config import RunConfig
@@ -122,11 +147,11 @@ def resume(run_id: str, *, store: Store | None = None, on_event: Any = None) -> 
 
 
 def forecast(task: str | Path | Task, candidate: Candidate | str | Path | None = None,
-             params: dict[str, Any] | None = None, *, forecaster: str = "learned", model: str | None = None,
+             params: dict[str, Any] | None = None, *, forecaster: str = DEFAULT_FORECASTER, model: str | None = None,
              device: str | None = None, store: Store | None = None, hardware_spec: HardwareSpec | None = None,
              record: bool = True) -> "Forecast":
     """Forecast a candidate's speedup distribution without measuring it (and record the forecast)."""
-    from kernelcast.agents.factory import make_forecaster
+    from kernelcast.agents.registry import make_forecaster
     from kernelcast.agents.forecast import record_forecast
 
     settings = get_settings()
@@ -142,6 +167,31 @@ def forecast(task: str | Path | Task, candidate: Candidate | str | Path | None =
             db.add_candidate(cand)
             record_forecast(db, result, task_obj.name, cand.hash, spec.key)
         return result
+
+
+def propose(task: str | Path | Task, parent: Candidate | str | Path | None = None, *,
+            generator: str = DEFAULT_GENERATOR, n: int = 4, model: str | None = None, seed: int = 0,
+            device: str | None = None, compile_check: bool = True, store: Store | None = None) -> "Proposals":
+    """New children of ``parent`` (default: the reference), validated by the generators' shared checks and
+    compiled on the device unless ``compile_check`` is off; nothing is measured or stored. The store tells
+    the generator what this device has measured already (so nothing known comes back)."""
+    from kernelcast.agents.generator import GenerationContext
+    from kernelcast.agents.registry import make_generator
+
+    settings = get_settings()
+    task_obj = as_task(task)
+    parent_cand = make_candidate(task_obj, parent)
+    worker = make_measurer(task_obj.backend, device or settings.device)
+    try:
+        gen = make_generator(generator, worker if compile_check else None, model or settings.model,
+                             settings.api_base)  # an unknown name or a missing model fails before any start
+        hardware = worker.start()  # the device's spec and key, also when not compiling
+        with store_scope(store) as db:
+            context = GenerationContext.from_store(db, task_obj, hardware.key, parent_cand, hardware=hardware,
+                                                   seed=seed)
+            return gen.propose(task_obj, parent_cand, context, n)
+    finally:
+        worker.close()
 
 
 def _known_hardware(store: Store, backend: str, device: str | None) -> HardwareSpec:

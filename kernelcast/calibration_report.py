@@ -32,20 +32,20 @@ class CalibrationData:
 
 def load_pairs(store: Store, forecaster: str | None = None, model: str | None = None, task: str | None = None,
                include_failed_forecasts: bool = False) -> CalibrationData:
-    rows = store.forecast_rows(forecaster=forecaster, model=model, task=task, with_measurement=True)
+    rows = store.measured_forecasts(forecaster=forecaster, model=model, task=task)
     probs, bins, speeds, tasks = [], [], [], []
     failed_meas = failed_fc = 0
     for row in rows:
-        if not row["true_bin"]:
+        if not row.true_bin:
             failed_meas += 1
             continue
-        if row["failed"] and not include_failed_forecasts:
+        if row.failed and not include_failed_forecasts:
             failed_fc += 1
             continue
-        probs.append(row["probabilities"])
-        bins.append(row["true_bin"])
-        speeds.append(row["speedup"])
-        tasks.append(row["task"])
+        probs.append(row.probabilities)
+        bins.append(row.true_bin)
+        speeds.append(row.speedup)
+        tasks.append(row.task)
     return CalibrationData(np.asarray(probs, dtype=float).reshape(-1, 8), np.asarray(bins, dtype=int),
                            np.asarray(speeds, dtype=float), tasks, failed_meas, failed_fc)
 

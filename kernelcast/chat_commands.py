@@ -15,6 +15,10 @@ from pydantic import BaseModel, Field, ValidationError
 
 from kernelcast import api
 from kernelcast import chat_tools as ops
+from kernelcast.agents.registry import (DEFAULT_FORECASTER, EXTERNAL, FORECASTERS, SELECTABLE_GENERATORS,
+                                        ForecasterName)
+from kernelcast.graphs.config import RunConfig
+from kernelcast.graphs.routers import ROUTERS
 from kernelcast.session_views import SessionResult, SessionStatus, SubmitOutput, Suggestions
 from kernelcast.tools.task import Task
 
@@ -34,7 +38,7 @@ def measure_file(task: ops.TaskName, file: Annotated[str | None, Field(descripti
 
 
 def forecast_file(task: ops.TaskName, file: Annotated[str, Field(description="kernel or candidate .json")],
-                  forecaster: ops.ForecasterName = "learned", model: str | None = None) -> ops.ForecastOutput:
+                  forecaster: ForecasterName = DEFAULT_FORECASTER, model: str | None = None) -> ops.ForecastOutput:
     """/forecast TASK FILE: forecast a kernel file's speedup without measuring it."""
     t = _task(task)
     return ops.forecast_candidate(t, ops.file_candidate(t, file), forecaster, model)
@@ -56,15 +60,11 @@ def current_session(session: str | None) -> str:
     """The session named, or the most recent one still waiting for candidates."""
     if session:
         return session
-    with ops.clear_errors():
-        store = api.open_store()
-        try:
-            for row in store.runs(limit=200):
-                config = json.loads(row["config"]) if isinstance(row["config"], str) else row["config"]
-                if config.get("generator") == "external" and row["status"] not in ("finished", "failed"):
-                    return str(row["id"])
-        finally:
-            store.close()
+    if api.has_store():
+        with ops.clear_errors(), api.reading_store() as store:
+            for run in store.runs(limit=200):
+                if RunConfig.of_run(run).generator == EXTERNAL and run.status not in ("finished", "failed"):
+                    return run.id
     raise ops.OperationError("no unfinished session: start one with /session start TASK")
 
 
@@ -131,13 +131,14 @@ CHAT_ONLY: dict[str, Callable[..., BaseModel]] = {f.__name__: f for f in (
 REGISTRY: dict[str, Callable[..., BaseModel]] = {**ops.TOOLS, **CHAT_ONLY}
 ARGS: dict[str, type[BaseModel]] = {name: ops.args_model(fn) for name, fn in REGISTRY.items()}
 
-HELP = """Slash commands (no model needed):
+HELP = f"""Slash commands (no model needed):
   /tasks                                   list the built-in tasks
   /task NAME                               show one task
   /measure TASK [FILE] [--sizes small]     measure the reference or a kernel file
   /forecast TASK FILE [--forecaster F]     forecast a kernel file's speedup
-  /optimize TASK [--budget N] [--router selective|topk|measure-all] [--threshold T] [--sizes small]
-            [--forecaster learned|llm|none] [--generator offline|llm] [--seed N]   (asks before spending)
+  /optimize TASK [--budget N] [--router {"|".join(ROUTERS)}] [--sizes small]
+            [--forecaster {"|".join(FORECASTERS)}]
+            [--generator {"|".join(SELECTABLE_GENERATORS)}] [--seed N]   (asks before spending)
   /runs [TASK] [--limit N]                 recent runs
   /show RUN                                one run
   /compare RUN RUN ...                     runs side by side

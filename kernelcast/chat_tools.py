@@ -18,7 +18,10 @@ from typing import Annotated, Any, Literal, get_type_hints
 
 from pydantic import BaseModel, Field, ValidationError, create_model
 
+from kernelcast.agents.registry import DEFAULT_FORECASTER, DEFAULT_GENERATOR, ForecasterName, GeneratorName
+from kernelcast.graphs.config import default, listed_router
 from kernelcast.graphs.result import RunResult
+from kernelcast.graphs.routers import RouterName
 from kernelcast import api
 from kernelcast import session as sessions
 from kernelcast.graphs.session_graph import SubmittedCandidate
@@ -26,14 +29,13 @@ from kernelcast.session_views import SessionResult, SessionStatus, SubmitOutput,
 from kernelcast.tools.bins import BIN_NAMES
 from kernelcast.tools.candidate import Candidate, candidate_from_file, candidate_from_source
 from kernelcast.tools.measurement import Measurement
+from kernelcast.tools.records import RunRecord
 from kernelcast.tools.store import StoreError
 from kernelcast.tools.task import BufferArg, Task, builtin_task_paths, load_task, resolve_task_in_roots
 from kernelcast.tools.worker import WorkerError
 
 Sizes = Literal["full", "small"]
-Router = Literal["selective", "topk", "measure-all"]
-ForecasterName = Literal["learned", "llm", "llm-logprobs", "none"]
-GeneratorName = Literal["offline", "llm"]
+Router = RouterName  # the names of the registries (graphs.routers, agents.registry), as Literals
 EventCallback = Callable[[str, dict[str, Any]], None]
 
 TaskName = Annotated[str, Field(description="built-in task name (see list_tasks) or path to a task.toml "
@@ -64,7 +66,9 @@ def clear_errors() -> Iterator[None]:
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors())
         raise OperationError(problems) from None
-    except (ValueError, FileNotFoundError, RunError, StoreError) as exc:
+    except StoreError as exc:
+        raise OperationError(f"store problem: {exc}") from None
+    except (ValueError, FileNotFoundError, RunError) as exc:
         raise OperationError(str(exc)) from None
     except WorkerError as exc:
         raise OperationError(f"device problem: {exc}") from None
@@ -251,7 +255,7 @@ def measure_kernel(task: TaskName, source: Source = None, global_size: GlobalSiz
 
 def forecast_speedup(task: TaskName, source: Source = None, global_size: GlobalSize = None,
                      local_size: LocalSize = None, build_options: BuildOptions = None,
-                     forecaster: Annotated[ForecasterName, Field(description="which forecaster")] = "learned",
+                     forecaster: Annotated[ForecasterName, Field(description="which forecaster")] = DEFAULT_FORECASTER,
                      model: Annotated[str | None, Field(description="litellm model string for LLM forecasters")] = None,
                      ) -> ForecastOutput:
     """Forecast a kernel's speedup distribution over the 8 bins without measuring it."""
@@ -263,12 +267,13 @@ def forecast_speedup(task: TaskName, source: Source = None, global_size: GlobalS
 
 def optimize_kernel(task: TaskName,
                     budget: Annotated[int, Field(ge=1, le=500, description="hardware measurements to spend")] = 12,
-                    router: Annotated[Router, Field(description="which candidates are measured")] = "selective",
-                    threshold: Annotated[float, Field(ge=0.0, le=1.0, description="confidence to trust a "
-                                                                                  "forecast")] = 0.6,
+                    router: Annotated[Router, Field(description="which candidates are measured")] = default("router"),
+                    threshold: Annotated[float, Field(ge=0.0, le=1.0, description="unused, kept for old callers "
+                                                                                  "(trust comes from risk)")
+                                         ] = default("threshold"),
                     sizes: SizesArg = "full",
-                    forecaster: Annotated[ForecasterName, Field(description="which forecaster")] = "learned",
-                    generator: Annotated[GeneratorName, Field(description="which generator")] = "offline",
+                    forecaster: Annotated[ForecasterName, Field(description="which forecaster")] = DEFAULT_FORECASTER,
+                    generator: Annotated[GeneratorName, Field(description="which generator")] = DEFAULT_GENERATOR,
                     seed: Annotated[int, Field(description="random seed")] = 0,
                     on_event: EventCallback | None = None) -> RunInfo:
     """Optimize a task under a hardware-measurement budget; returns the run (its best kernel is measured)."""
@@ -282,31 +287,26 @@ def optimize_kernel(task: TaskName,
 
 def get_run(run_id: Annotated[str, Field(description="run id (or a unique prefix)")]) -> RunInfo:
     """Show one run: status, budget spent, best speedup, the path to the best kernel and its source."""
-    with clear_errors():
-        store = api.open_store()
-        try:
-            row = store.run(run_id)
-            if row is None:
-                raise OperationError(f"no run with id {run_id!r} (see list_runs)")
-            info = _run_info(row)
-            if info.result and info.result.best_hash:
-                best = store.candidate(info.result.best_hash)
-                info.best_source = best.source if best else None
-            return info
-        finally:
-            store.close()
+    if not api.has_store():
+        raise OperationError(f"no run with id {run_id!r} (nothing has run yet)")
+    with clear_errors(), api.reading_store() as store:
+        run = store.run(run_id)
+        if run is None:
+            raise OperationError(f"no run with id {run_id!r} (see list_runs)")
+        info = _run_info(run)
+        if info.result and info.result.best_hash:
+            best = store.candidate(info.result.best_hash)
+            info.best_source = best.source if best else None
+        return info
 
 
 def list_runs(task: Annotated[str | None, Field(description="only runs of this task")] = None,
               limit: Annotated[int, Field(ge=1, le=200, description="most recent first")] = 20) -> RunList:
     """List recent optimization runs."""
-    with clear_errors():
-        store = api.open_store()
-        try:
-            rows = (store.run(r["id"]) for r in store.runs(task=task, limit=limit))
-            return RunList(runs=[_run_info(row) for row in rows if row is not None])
-        finally:
-            store.close()
+    if not api.has_store():
+        return RunList(runs=[])  # nothing has run yet
+    with clear_errors(), api.reading_store() as store:
+        return RunList(runs=[_run_info(run) for run in store.runs(task=task, limit=limit)])
 
 
 def compare_runs(run_ids: Annotated[list[str], Field(min_length=1, description="run ids to compare")]) -> RunList:
@@ -320,13 +320,15 @@ SessionId = Annotated[str, Field(description="session id from start_session (or 
 
 def start_session(task: TaskName,
                   budget: Annotated[int, Field(ge=1, le=500, description="hardware measurements to spend")] = 12,
-                  router: Annotated[Router, Field(description="which candidates are measured")] = "selective",
+                  router: Annotated[Router, Field(description="which candidates are measured")] = default("router"),
                   risk: Annotated[float, Field(gt=0.0, lt=1.0, description="selective: tolerated share of false "
-                                                                           "prunes among trusted decisions")] = 0.1,
+                                                                           "prunes among trusted decisions")
+                                  ] = default("risk"),
                   sizes: SizesArg = "full",
-                  forecaster: Annotated[ForecasterName, Field(description="which forecaster")] = "learned",
+                  forecaster: Annotated[ForecasterName, Field(description="which forecaster")] = DEFAULT_FORECASTER,
                   measure_per_round: Annotated[int, Field(ge=1, le=64, description="at most this many "
-                                                                                   "measurements per submission")] = 4,
+                                                                                   "measurements per submission")
+                                               ] = default("measure_per_round"),
                   seed: Annotated[int, Field(description="random seed (audits)")] = 0) -> SessionStatus:
     """Start a session: a search under a measurement budget whose candidates you write. Then repeat
     suggest_parents -> submit_candidates, and end with finish_session (confirms the best, writes the report)."""
@@ -409,7 +411,7 @@ def measure_candidate(task: Task, candidate: Candidate, sizes: Sizes = "full") -
         return MeasureOutput.of(api.measure(task, candidate, sizes=sizes))
 
 
-def forecast_candidate(task: Task, candidate: Candidate, forecaster: str = "learned",
+def forecast_candidate(task: Task, candidate: Candidate, forecaster: str = DEFAULT_FORECASTER,
                        model: str | None = None) -> ForecastOutput:
     with clear_errors():
         fc = api.forecast(task, candidate, forecaster=forecaster, model=model)
@@ -439,11 +441,10 @@ def _task_info(t: Task) -> TaskInfo:
                     sizes=t.sizes("full"), small_sizes=t.sizes("small"))
 
 
-def _run_info(row: dict[str, Any]) -> RunInfo:
-    result = RunResult.model_validate(row["summary"]) if row.get("summary") else None
-    return RunInfo(run_id=row["id"], task=row["task"], status=row["status"],
-                   router=(row.get("config") or {}).get("router", "?"), budget=row["budget"], spent=row["spent"],
-                   best_speedup=row.get("best_speedup"), created_at=row.get("created_at", ""), result=result)
+def _run_info(run: RunRecord) -> RunInfo:
+    return RunInfo(run_id=run.id, task=run.task, status=run.status, router=listed_router(run),
+                   budget=run.budget, spent=run.spent, best_speedup=run.best_speedup, created_at=run.created_at,
+                   result=RunResult.of_run(run))
 
 
 def _kv(values: dict[str, Any]) -> str:

@@ -37,7 +37,7 @@ def candidate_pool(task: Task, per_task: int, seed: int, worker: Measurer | None
         generator = OfflineGenerator(worker=worker)
         ref = task.reference()
         context = GenerationContext(seed=seed, known_hashes=set(pool) | {ref.hash})
-        for cand in generator.propose(task, ref, context, wanted):
+        for cand in generator.propose(task, ref, context, wanted).candidates:
             pool.setdefault(cand.hash, cand)
     return list(pool.values())[:per_task]
 

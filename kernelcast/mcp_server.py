@@ -42,6 +42,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
 from kernelcast import chat_tools as ops
+from kernelcast.graphs.events import Spend, parse
 
 SESSION_TOOLS = ("start_session", "suggest_parents", "submit_candidates", "session_status", "finish_session")
 PUBLISHED = ("list_tasks", "describe_task", "measure_kernel", "forecast_speedup", "optimize_kernel", "get_run",
@@ -272,12 +273,13 @@ def _with_progress(fn: Callable[..., Any], gate: threading.BoundedSemaphore | No
 
     async def tool(ctx: Context, **kwargs: Any) -> Any:
         def on_event(kind: str, payload: dict[str, Any]) -> None:
-            if kind != "spend":
+            event = parse(kind, payload)
+            if not isinstance(event, Spend):
                 return
-            speed = f" {payload['speedup']:.3f}x" if payload.get("speedup") else ""
-            message = f"measured {str(payload.get('candidate'))[:8]}: {payload.get('status')}{speed}"
-            anyio.from_thread.run(ctx.report_progress, float(payload.get("spent", 0)),
-                                  float(payload.get("budget") or 0) or None, message)
+            speed = f" {event.speedup:.3f}x" if event.speedup else ""
+            candidate = str(payload.get("candidate") or "")  # the sink's envelope: run id and candidate hash
+            message = f"measured {candidate[:8]}: {event.status}{speed}"
+            anyio.from_thread.run(ctx.report_progress, float(event.spent), float(event.budget) or None, message)
 
         if gate is not None and not gate.acquire(blocking=False):
             raise _busy(fn.__name__)

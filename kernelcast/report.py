@@ -14,17 +14,22 @@ import base64
 import difflib
 import html
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kernelcast.graphs import events as ev
+from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.events import logged
+from kernelcast.graphs.result import RunResult
+from kernelcast.graphs.state import DECISION_OUTCOME
 from kernelcast.tools.bins import BIN_NAMES, NUM_BINS
 from kernelcast.tools.measurement import Measurement
-from kernelcast.tools.store import Store
+from kernelcast.tools.records import EventRecord, RunRecord
+from kernelcast.tools.store import Store, StoreError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -34,7 +39,6 @@ if TYPE_CHECKING:
 PLOTS = ("progress", "tree", "confusion", "reliability")
 OUTCOME_COLORS = {"root": "#000000", "measured": "#2ca02c", "verified": "#006400", "accepted": "#1f77b4",
                   "pruned": "#9e9e9e", "failed": "#d62728", "dropped": "#ff9f40", "pending": "#ffffff"}
-ROUTED = {"accept": "accepted", "prune": "pruned", "drop": "dropped", "measure": "pending"}
 UNINFORMATIVE = NUM_BINS + 1  # confusion-matrix row of forecasts that had nothing to say
 
 
@@ -64,7 +68,9 @@ class ForecastPair:
 @dataclass
 class RunData:
     run_id: str
-    row: dict[str, Any]
+    run: RunRecord
+    config: RunConfig
+    result: RunResult | None  # None until the run has finished
     tree: dict[str, TreeNode]
     root: str | None
     curve: list[tuple[int, float | None]]  # (measurements spent, best correct speedup so far)
@@ -74,17 +80,18 @@ class RunData:
 
 # ---- data from the store ----------------------------------------------------------------
 def load_run(store: Store, run_id: str) -> RunData:
-    row = store.run(run_id)
-    if row is None:
+    run = store.run(run_id)
+    if run is None:
         raise ReportError(f"no run with id {run_id!r} (see `kernelcast runs`)")
-    events = store.events(row["id"])
-    measurements = store.measurements(run_id=row["id"])
+    events = store.events(run.id)
+    measurements = store.measurements(run_id=run.id)
     root, tree = rebuild_tree(events)
-    return RunData(run_id=row["id"], row=row, tree=tree, root=root, curve=best_curve(events),
-                   pairs=forecast_pairs(store, row["id"], measurements), measurements=measurements)
+    return RunData(run_id=run.id, run=run, config=RunConfig.of_run(run), result=RunResult.of_run(run), tree=tree,
+                   root=root, curve=best_curve(events), pairs=forecast_pairs(store, run.id, measurements),
+                   measurements=measurements)
 
 
-def rebuild_tree(events: Sequence[dict[str, Any]]) -> tuple[str | None, dict[str, TreeNode]]:
+def rebuild_tree(events: Sequence[EventRecord]) -> tuple[str | None, dict[str, TreeNode]]:
     """The search tree from the event log: ``generated`` adds children, ``route``/``spend``/``skip`` set outcomes."""
     tree: dict[str, TreeNode] = {}
     root: str | None = None
@@ -102,7 +109,8 @@ def rebuild_tree(events: Sequence[dict[str, Any]]) -> tuple[str | None, dict[str
         elif key is None or key not in tree:
             continue
         elif isinstance(event, ev.Route):
-            tree[key].outcome = ROUTED.get(event.decision, "pending")
+            outcome = DECISION_OUTCOME.get(event.decision)  # "measure": pending until its spend
+            tree[key].outcome = outcome.value if outcome is not None else "pending"
         elif isinstance(event, ev.Spend) and event.phase != "confirm":  # a confirmation re-measures a node
             ok = event.status == "correct"
             tree[key].speedup = event.speedup if ok else None
@@ -112,7 +120,7 @@ def rebuild_tree(events: Sequence[dict[str, Any]]) -> tuple[str | None, dict[str
     return root, tree
 
 
-def best_curve(events: Sequence[dict[str, Any]]) -> list[tuple[int, float | None]]:
+def best_curve(events: Sequence[EventRecord]) -> list[tuple[int, float | None]]:
     """Best correct speedup after each search measurement (None until the first correct one)."""
     best: float | None = None
     curve = []
@@ -131,12 +139,11 @@ def forecast_pairs(store: Store, run_id: str, measurements: Sequence[Measurement
     """This run's forecasts joined with this run's (latest) measurement of the same candidate."""
     measured = {m.candidate_hash: m for m in measurements}
     pairs = []
-    for f in store.forecast_rows(run_id=run_id):
-        m = measured.get(f["candidate_hash"])
+    for f in store.forecasts(run_id=run_id):
+        m = measured.get(f.candidate_hash)
         if m is not None:
-            pairs.append(ForecastPair(probabilities=f["probabilities"], predicted_bin=int(f["predicted_bin"]),
-                                      confidence=float(f["confidence"]), failed=bool(f["failed"]),
-                                      measured_bin=m.bin()))
+            pairs.append(ForecastPair(probabilities=f.probabilities, predicted_bin=f.predicted_bin,
+                                      confidence=f.confidence, failed=f.failed, measured_bin=m.bin()))
     return pairs
 
 
@@ -176,7 +183,7 @@ def progress_figure(runs: Sequence[RunData]) -> Figure:
     for run in runs:
         xs = [0] + [x for x, _ in run.curve]
         ys = [np.nan] + [np.nan if y is None else y for _, y in run.curve]
-        router = run.row["config"].get("router", "?")
+        router = run.config.router
         ax.step(xs, ys, where="post", marker="o", markersize=3, label=f"{run.run_id} ({router})")
     ax.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="_reference")
     ax.set_xlabel("hardware measurements spent")
@@ -318,29 +325,31 @@ def write_report(run_id: str, compare: Sequence[str] = (), out: str | Path | Non
     from kernelcast import api
     from kernelcast.settings import get_settings
 
-    own = store is None
-    store = store or api.open_store()
+    if store is None and not api.has_store():
+        raise ReportError(f"no run with id {run_id!r}: nothing has run yet ({get_settings().db_path} does not exist)")
     try:
-        run = load_run(store, run_id)
-        others = [load_run(store, other) for other in compare if other != run.run_id]
-        folder = Path(out) if out else Path(run.row["folder"] or get_settings().runs_dir / run.run_id)
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ReportError(f"cannot write to {folder}: {exc}") from None
-        figures = {"progress": progress_figure([run, *others]), "tree": tree_figure(run),
-                   "confusion": confusion_figure(run), "reliability": reliability_figure(run)}
+        with nullcontext(store) if store is not None else api.reading_store() as db:
+            run = load_run(db, run_id)
+            others = [load_run(db, other) for other in compare if other != run.run_id]
+            top = top_kernels(db, run)
+    except StoreError as exc:
+        raise ReportError(str(exc)) from None
+    folder = Path(out) if out else Path(run.run.folder or get_settings().runs_dir / run.run_id)
+    figures = {"progress": progress_figure([run, *others]), "tree": tree_figure(run),
+               "confusion": confusion_figure(run), "reliability": reliability_figure(run)}
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
         images = {}
         for name, fig in figures.items():
             path = folder / f"{name}.png"
             fig.savefig(path)
             images[name] = base64.b64encode(path.read_bytes()).decode()
         page = folder / "report.html"
-        page.write_text(render_html(run, others, images, top_kernels(store, run)))
-        return page
-    finally:
-        if own:
-            store.close()
+        page.write_text(render_html(run, others, images, top))
+    except OSError as exc:
+        raise ReportError(f"cannot write the report to {folder}: {exc.strerror or exc} (choose a folder with "
+                          "--out)") from None
+    return page
 
 
 def report_note(result: RunResult) -> str:
@@ -370,17 +379,19 @@ def _scores(pairs: Sequence[ForecastPair]) -> str:
 
 def render_html(run: RunData, others: Sequence[RunData], images: dict[str, str], top: Sequence[TopKernel]) -> str:
     e = html.escape
-    row, summary = run.row, run.row.get("summary") or {}
-    best = (f"{summary['best_speedup']:.3f}x — {summary.get('verdict') or 'not confirmed'} (first measured "
-            f"{summary.get('first_speedup') or summary['best_speedup']:.3f}x; candidate {summary['best_hash'][:8]}, after "
-            f"{summary.get('measurements_to_best', '?')} measurements)" if summary.get("best_hash") else "none measured")
-    facts = [("task", row["task"]), ("device", row["device"]), ("status", row["status"]),
-             ("router", row["config"].get("router", "?")), ("threshold", row["config"].get("threshold", "?")),
-             ("forecaster", row["config"].get("forecaster", "?")), ("sizes", row["config"].get("sizes", "?")),
-             ("measurements", f"{row['spent']} of {row['budget']}"),
-             ("candidates considered", summary.get("considered", len(run.tree) - 1 if run.tree else 0)),
-             ("best speedup (confirmed)", best), ("stop reason", summary.get("stop_reason", "-")),
-             ("path", " → ".join(summary.get("best_path", [])) or "-")]
+    row, config, result = run.run, run.config, run.result
+    best = "none measured"
+    if result is not None and result.best_hash and result.best_speedup is not None:
+        best = (f"{result.best_speedup:.3f}x — {result.verdict or 'not confirmed'} (first measured "
+                f"{result.first_speedup or result.best_speedup:.3f}x; candidate {result.best_hash[:8]}, after "
+                f"{result.measurements_to_best} measurements)")
+    facts = [("task", row.task), ("device", row.device), ("status", row.status),
+             ("router", config.router), ("risk", config.risk if config.router_spec.certifies_trust else "-"),
+             ("forecaster", config.forecaster), ("sizes", config.sizes),
+             ("measurements", f"{row.spent} of {row.budget}"),
+             ("candidates considered", result.considered if result is not None else max(0, len(run.tree) - 1)),
+             ("best speedup (confirmed)", best), ("stop reason", result.stop_reason if result is not None else "-"),
+             ("path", " → ".join(result.best_path if result is not None else []) or "-")]
     if others:
         facts.append(("compared with", ", ".join(o.run_id for o in others)))
     fact_rows = "".join(f"<tr><th>{e(str(k))}</th><td>{e(str(v))}</td></tr>" for k, v in facts)

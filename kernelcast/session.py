@@ -24,11 +24,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from kernelcast.agents.generator import Proposals
+from kernelcast.agents.registry import DEFAULT_GENERATOR
+from kernelcast.graphs.config import RunConfig, default
 from kernelcast.graphs.result import RunResult
 from kernelcast.graphs.session_graph import EXTERNAL, SessionCommand, SubmittedCandidate
 from kernelcast.session_views import (SessionResult, SessionStatus, SubmitOutput, Suggestions, parent_suggestion,
                                       round_results)
 from kernelcast.tools.candidate import Candidate
+from kernelcast.tools.records import RunRecord
 from kernelcast.tools.store import Store
 
 if TYPE_CHECKING:
@@ -128,12 +132,7 @@ class ExternalGenerator:
 
     name = EXTERNAL
 
-    def __init__(self) -> None:
-        from kernelcast.agents.generator import ProposalReport
-
-        self.last_report = ProposalReport(generator=EXTERNAL)
-
-    def propose(self, *args: Any, **kwargs: Any) -> list[Candidate]:
+    def propose(self, *args: Any, **kwargs: Any) -> Proposals:
         raise RuntimeError("a session's candidates come from its caller (submit_candidates)")
 
 
@@ -149,9 +148,10 @@ def _context(run_id: str, config: Any, store: Store, home: Path, measurer: Any) 
     """The run context of a session: a run's, with the caller as its generator."""
     from kernelcast.graphs.run import build_context
 
-    # build_context makes the generator by name and knows none called "external": build with the offline
+    # build_context makes the generator by name and cannot build the caller: build with the default
     # one, then put the caller in its place (and the real config back)
-    ctx = build_context(run_id, config.model_copy(update={"generator": "offline"}), store, _env(home), measurer)
+    ctx = build_context(run_id, config.model_copy(update={"generator": DEFAULT_GENERATOR}), store, _env(home),
+                        measurer)
     return replace(ctx, config=config, generator=ExternalGenerator())
 
 
@@ -195,25 +195,24 @@ def close_session(session: str, home: Path | None = None) -> None:
         live.close()
 
 
-def _row(store: Store, session: str) -> dict[str, Any]:
+def _row(store: Store, session: str) -> RunRecord:
     row = store.run(session)
     if row is None:
         raise SessionError(f"no session with id {session!r} (start_session returns one)")
-    generator = (row.get("config") or {}).get("generator")
+    generator = RunConfig.of_run(row).generator
     if generator != EXTERNAL:
-        raise SessionError(f"{row['id']} is a run with the {generator} generator, not a session (get_run shows it)")
+        raise SessionError(f"{row.id} is a run with the {generator} generator, not a session (get_run shows it)")
     return row
 
 
-def _open(session: str, home: Path | None) -> tuple[LiveSession | None, dict[str, Any]]:
+def _open(session: str, home: Path | None) -> tuple[LiveSession | None, RunRecord]:
     """The open session (reopened from its checkpoint if needed) and its run row; no live session when it
     is finished or failed."""
     with _REOPEN_LOCK:
         return _open_locked(session, home)
 
 
-def _open_locked(session: str, home: Path | None) -> tuple[LiveSession | None, dict[str, Any]]:
-    from kernelcast.graphs.config import RunConfig
+def _open_locked(session: str, home: Path | None) -> tuple[LiveSession | None, RunRecord]:
     from kernelcast.graphs.run import open_measurer
     from kernelcast.tools.task import resolve_task
 
@@ -224,27 +223,27 @@ def _open_locked(session: str, home: Path | None) -> tuple[LiveSession | None, d
     except Exception:
         store.close()
         raise
-    key = (str(db.resolve()), row["id"])
+    key = (str(db.resolve()), row.id)
     with _OPEN_LOCK:
         live = _OPEN.get(key)
-    if live is not None or row["status"] in ("finished", "failed"):
+    if live is not None or row.status in ("finished", "failed"):
         store.close()
         return live, row
-    if row["status"] == "running" and row.get("owner_pid") != os.getpid():
+    if row.status == "running" and row.owner_pid != os.getpid():
         store.close()
-        raise SessionError(f"session {row['id']} is open in process {row.get('owner_pid')}; not driving it twice")
+        raise SessionError(f"session {row.id} is open in process {row.owner_pid}; not driving it twice")
     measurer = None
     try:
-        config = RunConfig.model_validate(row["config"])
+        config = RunConfig.of_run(row)
         measurer = open_measurer(config, resolve_task(config.task).backend, store)
         measurer.start()
-        live = _compile(row["id"], home, store, measurer, config)
+        live = _compile(row.id, home, store, measurer, config)
     except Exception:
         if measurer is not None:
             measurer.close()
         store.close()
         raise
-    store.claim_run(row["id"])
+    store.claim_run(row.id)
     try:
         with live.lock:
             snap = live.snapshot()
@@ -271,11 +270,11 @@ def _finished_values(home: Path | None, session_id: str) -> SessionState:
 
 
 # ---- the operations ------------------------------------------------------------------------------
-def start_session(task: str, budget: int = 12, router: str = "selective", risk: float = 0.1, *,
-                  sizes: str = "full", forecaster: str = "learned", measure_per_round: int = 4, seed: int = 0,
+def start_session(task: str, budget: int = 12, router: str = default("router"), risk: float = default("risk"), *,
+                  sizes: str = "full", forecaster: str = default("forecaster"),
+                  measure_per_round: int = default("measure_per_round"), seed: int = 0,
                   device: str | None = None, model: str | None = None, home: Path | None = None) -> str:
     """Start a session (a run whose generator is the caller) and return its id; it waits for candidates."""
-    from kernelcast.graphs.config import RunConfig
     from kernelcast.settings import get_settings
     from kernelcast.graphs.run import open_measurer
     from kernelcast.tools.task import builtin_task_paths, resolve_task
@@ -365,7 +364,7 @@ def session_status(session: str, *, home: Path | None = None) -> SessionStatus:
     """Where a session stands: budget, tree, best so far, and the last submission's results."""
     live, row = _open(session, home)
     if live is None:
-        state = _finished_values(home, row["id"])
+        state = _finished_values(home, row.id)
         left = 0
         store = Store(_places(home)[1])
     else:
@@ -378,17 +377,17 @@ def session_status(session: str, *, home: Path | None = None) -> SessionStatus:
         for node in nodes.values():
             counts[node["outcome"]] = counts.get(node["outcome"], 0) + 1
         best = state.get("best")
-        finished = row["status"] in ("finished", "failed")
-        return SessionStatus(session=row["id"], task=row["task"], device=row["device"],
-                             state=row["status"] if finished else "awaiting_candidates",
-                             router=row["config"].get("router", "?"), budget=row["budget"],
-                             spent=store.measurement_totals(row["id"])[0], measurements_left=left,
+        finished = row.status in ("finished", "failed")
+        return SessionStatus(session=row.id, task=row.task, device=row.device,
+                             state=row.status if finished else "awaiting_candidates",
+                             router=RunConfig.of_run(row).router, budget=row.budget,
+                             spent=store.measurement_totals(row.id)[0], measurements_left=left,
                              submissions=state.get("submissions", 0), counts=counts, best_hash=best,
-                             best_speedup=row.get("best_speedup") if finished else
+                             best_speedup=row.best_speedup if finished else
                              (nodes[best]["speedup"] if best else None),
                              parent=None if finished else state.get("parent"),
-                             last_round=round_results(store, row["id"], state) if state else [],
-                             folder=row.get("folder") or "")
+                             last_round=round_results(store, row.id, state) if state else [],
+                             folder=row.folder)
     finally:
         if live is None:
             store.close()
@@ -403,8 +402,8 @@ def finish_session(session: str, *, on_event: EventCallback | None = None, home:
     Finishing a finished session returns its result again.
     """
     live, row = _open(session, home)
-    if live is None and row["status"] == "failed":
-        raise SessionError(f"session {row['id']} failed; nothing to finish (session_status shows why)")
+    if live is None and row.status == "failed":
+        raise SessionError(f"session {row.id} failed; nothing to finish (session_status shows why)")
     if live is not None:
         with live.lock:
             state = live.state()
@@ -418,10 +417,10 @@ def finish_session(session: str, *, on_event: EventCallback | None = None, home:
     home_path, db = _places(home)
     store = Store(db)
     try:
-        row = _row(store, row["id"])
-        result = RunResult.model_validate(row["summary"])
+        row = _row(store, row.id)
+        result = RunResult.model_validate(row.summary)
         best = store.candidate(result.best_hash) if result.best_hash else None
-        return SessionResult(session=row["id"], result=result, report=str(Path(result.folder) / "README.md"),
+        return SessionResult(session=row.id, result=result, report=str(Path(result.folder) / "README.md"),
                              best_source=best.source if best else None)
     finally:
         store.close()
@@ -450,8 +449,8 @@ def _resume(value: dict[str, Any]) -> Any:
 def _require_open(session: str, home: Path | None, doing: str) -> LiveSession:
     live, row = _open(session, home)
     if live is None:
-        best = f", best {row['best_speedup']:.3f}x" if row.get("best_speedup") else ""
-        raise SessionError(f"session {row['id']} is {row['status']}{best}: cannot {doing} it (start a new session)")
+        best = f", best {row.best_speedup:.3f}x" if row.best_speedup else ""
+        raise SessionError(f"session {row.id} is {row.status}{best}: cannot {doing} it (start a new session)")
     return live
 
 
@@ -487,7 +486,8 @@ class Session:
     candidates; leaving it with an exception only releases it, resumable with ``Session(session=id)``.
     """
 
-    def __init__(self, task: str | None = None, budget: int = 12, router: str = "selective", risk: float = 0.1, *,
+    def __init__(self, task: str | None = None, budget: int = 12, router: str = default("router"),
+                 risk: float = default("risk"), *,
                  session: str | None = None, home: Path | None = None, **options: Any) -> None:
         self.home = home
         self.result: SessionResult | None = None

@@ -223,7 +223,7 @@ def round_results(store: Store, run_id: str, state: SessionState) -> list[Candid
     from kernelcast.graphs.events import Route
 
     nodes = state.get("nodes", {})
-    routes = {e["candidate_hash"]: Route.model_validate(e["payload"]) for e in store.events(run_id, kind="route")}
+    routes = {e.candidate_hash: Route.model_validate(e.payload) for e in store.events(run_id, kind="route")}
     bought: dict[str, Measurement] = {}
     for m in store.measurements(run_id=run_id):
         if m.phase != "confirm":

@@ -35,7 +35,7 @@ def test_learned_forecast_with_an_empty_store_uses_the_seed_or_stays_uninformati
     else:
         assert fc["provenance"]["failed"] is True and "untrained" in fc["provenance"]["failure_reason"]
         assert fc["probabilities"] == pytest.approx([0.125] * 8)
-    assert len(store.forecast_rows(forecaster="learned")) == 1  # recorded for later calibration
+    assert len(store.forecasts(forecaster="learned")) == 1  # recorded for later calibration
 
 
 def test_llm_forecast_against_the_local_server(tmp_path: Path, llm_server) -> None:  # noqa: ANN001

@@ -38,19 +38,19 @@ def test_fresh_store_path_task_is_forecast_from_the_first_round_and_learns(tmp_p
     result = start_run(config, store, RunEnv(tmp_path, measure_timeout_s=60))
     assert result.spent <= 6 and result.best_hash is not None
 
-    forecasts = store.forecast_rows(run_id=result.run_id)
-    assert forecasts and not any(r["failed"] for r in forecasts), "every forecast informative, none 'untrained'"
+    forecasts = store.forecasts(run_id=result.run_id)
+    assert forecasts and not any(r.failed for r in forecasts), "every forecast informative, none 'untrained'"
     events = store.events(result.run_id)
-    first_spend = next(i for i, e in enumerate(events) if e["kind"] == "spend")
-    first_round = [e for e in events[:first_spend] if e["kind"] == "route"]
-    assert first_round and all(RouteRecord.model_validate(e["payload"]).informative for e in first_round)
+    first_spend = next(i for i, e in enumerate(events) if e.kind == "spend")
+    first_round = [e for e in events[:first_spend] if e.kind == "route"]
+    assert first_round and all(RouteRecord.model_validate(e.payload).informative for e in first_round)
 
-    learned = [e["payload"] for e in events if e["kind"] == "learn"]
+    learned = [e.payload for e in events if e.kind == "learn"]
     assert learned and all(p.get("error") is None for p in learned)
     assert learned[0]["pairs"] <= config.measure_per_round  # from the first measurements on
-    assert any("from this run" in r["model"] for r in forecasts)
+    assert any("from this run" in r.model for r in forecasts)
 
-    records = [RouteRecord.model_validate(e["payload"]) for e in events if e["kind"] == "route"]
+    records = [RouteRecord.model_validate(e.payload) for e in events if e.kind == "route"]
     assert all(r.p_beat is not None and r.incumbent is not None and r.incumbent >= 1.0 for r in records)
     summary = trust_summary(store, result.run_id, risk=config.risk)
     assert summary.informative_forecasts == summary.forecasts == len(forecasts)
@@ -60,8 +60,8 @@ def test_fresh_store_path_task_is_forecast_from_the_first_round_and_learns(tmp_p
     live = live_counts(tree)
     assert live["informative"] == live["forecasts"] == summary.forecasts
     assert live["considered"] == live["considered_all"] == summary.considered
-    assert len(calibration_rows(store, result.device)) == sum(1 for e in events if e["kind"] == "spend"
-                                                              and e["payload"]["phase"] == "search")
+    assert len(calibration_rows(store, result.device)) == sum(1 for e in events if e.kind == "spend"
+                                                              and e.payload["phase"] == "search")
 
     assert store.device_probe(result.device, PROBE)  # the triad was measured once and kept
     # the store's task record lets later trainings featurize this task's pairs

@@ -121,8 +121,8 @@ def test_offline_proposals_compile_and_are_correct_on_every_builtin_task(
     gen = OfflineGenerator(device_worker)
     assert isinstance(gen, Generator)
     reference = task.reference()
-    proposals = gen.propose(task, reference, GenerationContext(hardware=device_worker.hardware_spec(), seed=0), 3)
-    report = gen.last_report
+    result = gen.propose(task, reference, GenerationContext(hardware=device_worker.hardware_spec(), seed=0), 3)
+    proposals, report = result.candidates, result.report
     assert len(proposals) == 3, report.summary()
     assert len({c.hash for c in proposals}) == 3
     assert report.proposed == report.accepted + sum(report.rejected.values())
@@ -144,7 +144,7 @@ def test_proposals_are_deterministic_per_seed() -> None:
     ref = task.reference()
 
     def hashes(seed: int) -> list[str]:
-        return [c.hash for c in OfflineGenerator().propose(task, ref, GenerationContext(seed=seed), 10)]
+        return [c.hash for c in OfflineGenerator().propose(task, ref, GenerationContext(seed=seed), 10).candidates]
 
     assert hashes(3) == hashes(3)
     assert hashes(3) != hashes(4)
@@ -156,7 +156,7 @@ def test_template_neighbours_move_one_or_two_parameters_to_adjacent_values() -> 
     params = task.spec.template.params
     base = {"TM": 2, "TN": 4, "WGX": 8, "WGY": 2, "KU": 2, "LOCAL": 0, "TK": 8}
     parent = task.instantiate(base)
-    proposals = OfflineGenerator().propose(task, parent, GenerationContext(seed=1), 6)
+    proposals = OfflineGenerator().propose(task, parent, GenerationContext(seed=1), 6).candidates
     neighbours = [c for c in proposals if c.intent.startswith("template neighbour")]
     assert neighbours, [c.intent for c in proposals]
     for c in neighbours:
@@ -188,17 +188,18 @@ def test_offline_generator_never_proposes_a_point_measured_on_this_device(tmp_pa
     assert context.best[0][1] == pytest.approx(1.0 + (len(measured) - 1) / 100)  # best first
 
     gen = OfflineGenerator()
-    proposals = gen.propose(task, reference, context, 500)
+    result = gen.propose(task, reference, context, 500)
+    proposals = result.candidates
     proposed_points = [c.params for c in proposals if c.params is not None]
     assert sorted(map(json.dumps, proposed_points)) == sorted(json.dumps(p) for p in fresh)  # each fresh point once
-    assert gen.last_report.skipped_measured == len(measured)
+    assert result.report.skipped_measured == len(measured)
     assert not {c.hash for c in proposals} & context.known_hashes
 
     # a measured template point as the parent: no child may come back with the parent's (measured) params
     parent = task.instantiate(measured[0])
     context = GenerationContext.from_store(store, task, DEVICE, parent, seed=0)
     assert context.parent_speedup == pytest.approx(1.0) and context.parent_speedup_kind == "measured"
-    children = OfflineGenerator().propose(task, parent, context, 500)
+    children = OfflineGenerator().propose(task, parent, context, 500).candidates
     assert children
     assert all(c.params is None or c.params in fresh for c in children)
     assert all(c.parent == parent.hash for c in children)
@@ -211,8 +212,9 @@ def test_task_without_template_gets_derived_and_generic_variations_then_a_clear_
     task = write_task(tmp_path / "rowsum", "rowsum", ROWSUM)
     reference = task.reference()
     gen = OfflineGenerator(worker)
-    proposals = gen.propose(task, reference, GenerationContext(hardware=spec, seed=0), 4)
-    assert len(proposals) == 4, gen.last_report.summary()
+    result = gen.propose(task, reference, GenerationContext(hardware=spec, seed=0), 4)
+    proposals = result.candidates
+    assert len(proposals) == 4, result.report.summary()
     for c in proposals:
         assert c.intent.startswith(("derived:", "generic:"))
         m = worker.measure(task, c, SMALL)
@@ -220,7 +222,7 @@ def test_task_without_template_gets_derived_and_generic_variations_then_a_clear_
 
     small = spec.model_copy(update={"max_work_group_size": 64})  # a smaller space to exhaust
     everything = OfflineGenerator(max_tries=10**6).propose(task, reference, GenerationContext(hardware=small, seed=0),
-                                                           10**5)
+                                                           10**5).candidates
     kinds = {c.intent.split(":")[0] for c in everything}
     assert kinds == {"derived", "generic"}
     labels = " ".join(c.intent for c in everything)
@@ -228,15 +230,17 @@ def test_task_without_template_gets_derived_and_generic_variations_then_a_clear_
                                            "#pragma unroll"))
     context = GenerationContext(hardware=small, seed=0, known_hashes={c.hash for c in everything})
     again = OfflineGenerator()
-    assert again.propose(task, reference, context, 4) == []
-    report = again.last_report
+    result = again.propose(task, reference, context, 4)
+    report = result.report
+    assert result.candidates == []
     assert "no tunable template" in report.empty_reason
     assert report.accepted == 0 and report.duplicates > 0
 
 
 def test_local_size_is_only_varied_when_the_kernel_cannot_observe_it(tmp_path: Path, spec: HardwareSpec) -> None:
     task = write_task(tmp_path / "rowsum_local", "rowsum", ROWSUM_LOCAL, local='local = ["64"]')
-    proposals = OfflineGenerator().propose(task, task.reference(), GenerationContext(hardware=spec, seed=0), 50)
+    proposals = OfflineGenerator().propose(task, task.reference(), GenerationContext(hardware=spec, seed=0),
+                                           50).candidates
     assert proposals  # options and unrolls remain
     assert all(c.local_size == ["64"] for c in proposals)
 
@@ -384,3 +388,42 @@ def test_cli_propose_on_a_task_without_template_proposes_transformed_kernels_tha
     for c in candidates:
         m = worker.measure(task, c, SMALL)
         assert m.status is Status.correct, f"{c.intent}: {m.reason}"
+
+
+def test_each_propose_call_returns_its_own_report() -> None:
+    """The report travels with the proposals: a later call on the same generator cannot change it."""
+    task = resolve_task("saxpy")
+    gen = OfflineGenerator()
+    first = gen.propose(task, task.reference(), GenerationContext(seed=0), 2)
+    summary = first.report.summary()
+    second = gen.propose(task, task.reference(), GenerationContext(seed=0), 5)
+    assert first.report is not second.report and first.report.summary() == summary
+    assert first.report.requested == 2 and first.report.accepted == len(first.candidates) == 2
+    assert second.report.requested == 5 and second.report.accepted == len(second.candidates) == 5
+    assert not hasattr(gen, "last_report")
+
+
+def test_api_propose_validates_on_the_device_and_stores_nothing(kc_home: Path, worker: MeasurementWorker) -> None:
+    """``kernelcast propose`` is ``api.propose`` plus files: same candidates for the same seed."""
+    from kernelcast import api
+    from kernelcast.commands import propose
+
+    task = resolve_task("saxpy")
+    store = Store(kc_home / "k.db")
+    got = api.propose("saxpy", n=3, seed=4, store=store)
+    assert len(got.candidates) == 3 == got.report.accepted, got.report.summary()
+    assert all(got.report.validation[c.hash] == "compiles" for c in got.candidates)
+    assert all(c.parent == task.reference().hash for c in got.candidates)
+    assert store.candidates("saxpy") == [] and store.measurements() == []  # proposing buys and stores nothing
+    store.close()
+    for c in got.candidates:
+        assert worker.measure(task, c, SMALL).status is Status.correct, c.intent
+
+    result = CliRunner().invoke(propose.app, ["saxpy", "-n", "3", "--seed", "4", "--out", "cli"])
+    assert result.exit_code == 0, result.output
+    assert {p.stem for p in (kc_home / "cli").glob("*.json")} == {c.hash for c in got.candidates}
+
+    unchecked = api.propose(task, n=2, seed=4, compile_check=False, store=Store(":memory:"))
+    assert all("not compiled" in unchecked.report.validation[c.hash] for c in unchecked.candidates)
+    with pytest.raises(ValueError, match="unknown generator 'magic'"):
+        api.propose(task, generator="magic")

@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def check_invariants(store: Store, run_id: str, budget: int) -> dict:
     row = store.run(run_id)
-    assert row is not None and row["status"] == "finished"
-    tree = json.loads((Path(row["folder"]) / "tree.json").read_text())
+    assert row is not None and row.status == "finished"
+    tree = json.loads((Path(row.folder) / "tree.json").read_text())
     bought = store.measurements(run_id=run_id)
     assert len(bought) <= budget
     measured = [m for m in bought if m.phase != "confirm"]
@@ -37,7 +37,7 @@ def check_invariants(store: Store, run_id: str, budget: int) -> dict:
         if node["outcome"] == "root":
             continue
         assert node["outcome"] in CONSIDERED_CLASSES, f"{key} ended as {node['outcome']}"
-    summary = row["summary"]
+    summary = row.summary
     if summary["best_hash"]:
         best = [m for m in measured if m.candidate_hash == summary["best_hash"]]
         assert best and best[0].ok, "the reported best must be a measured, correct kernel"
@@ -67,7 +67,7 @@ def test_run_finishes_within_budget_with_a_measured_best(tmp_path: Path, router:
     routes = store.events(result.run_id, kind="route")
     assert len(spends) == 5
     assert len(routes) == result.considered_all  # every candidate's decision is recorded with a reason
-    assert all(e["payload"]["reason"] for e in routes)
+    assert all(e.payload["reason"] for e in routes)
     if router != "measure-all":
         assert result.considered_all > result.spent and result.considered <= result.considered_all
 
@@ -80,8 +80,8 @@ def test_resume_of_unknown_run_is_a_clear_error(tmp_path: Path) -> None:
     store.create_run("saxpy", "dev", {"task": "saxpy"}, 4, run_id="saxpy-axb")
     for pattern in ("", "%", "saxpy-a%", "_", "saxpy-a"):  # wildcards are literal; empty or ambiguous: nothing
         assert store.run(pattern) is None, pattern
-    assert store.run("saxpy-a_")["id"] == "saxpy-a_b"  # "_" is a literal underscore, not "any character"
-    assert store.run("saxpy-ax")["id"] == "saxpy-axb"  # an unambiguous prefix
+    assert store.run("saxpy-a_").id == "saxpy-a_b"  # "_" is a literal underscore, not "any character"
+    assert store.run("saxpy-ax").id == "saxpy-axb"  # an unambiguous prefix
     assert len(store.create_run("saxpy", "dev", {}, 1).rsplit("-", 1)[1]) == 16  # 64 random bits
 
 
@@ -93,7 +93,7 @@ def test_resume_of_a_finished_run_does_nothing_and_says_so(tmp_path: Path) -> No
     with pytest.raises(RunError, match="finished already"):
         resume_run(result.run_id, store, RunEnv(tmp_path))
     row = store.run(result.run_id)
-    assert row["status"] == "finished" and row["spent"] == 2
+    assert row is not None and row.status == "finished" and row.spent == 2
 
 
 def kc(home: Path, *args: str) -> subprocess.Popen[str]:
@@ -134,7 +134,7 @@ def test_kill_9_then_resume_continues_without_rebuying(tmp_path: Path) -> None:
     before = {m.candidate_hash: m.created_at for m in store.measurements(run_id=run_id)}
     assert 3 <= len(before) < budget
     killed = store.run(run_id)
-    assert killed["status"] == "interrupted" and killed["spent"] == len(before)  # a dead owner, what it bought
+    assert killed is not None and killed.status == "interrupted" and killed.spent == len(before)  # a dead owner, what it bought
 
     resumed = kc(home, "resume", run_id, "--events", "jsonl")
     out, _ = resumed.communicate(timeout=300)
@@ -155,8 +155,8 @@ def test_learned_forecaster_learns_from_the_runs_measurements(tmp_path: Path, le
                        measure_per_round=2, learn_online=learn_online)
     result = start_run(config, store, RunEnv(tmp_path, measure_timeout_s=60))
     check_invariants(store, result.run_id, 6)
-    learned = [e["payload"] for e in store.events(result.run_id, kind="learn")]
-    models = {row["model"] for row in store.forecast_rows(run_id=result.run_id)}
+    learned = [e.payload for e in store.events(result.run_id, kind="learn")]
+    models = {row.model for row in store.forecasts(run_id=result.run_id)}
     if not learn_online:
         assert learned == [] and not any("from this run" in m for m in models)
         return

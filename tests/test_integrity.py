@@ -187,4 +187,4 @@ def test_a_generator_that_never_proposes_fails_the_run(tmp_path: Path) -> None:
     from kernelcast.tools.store import Store
 
     runs = Store(tmp_path / "home" / "kernelcast.db").runs()
-    assert [r["status"] for r in runs] == ["failed"] and runs[0]["spent"] == 0
+    assert [r.status for r in runs] == ["failed"] and runs[0].spent == 0

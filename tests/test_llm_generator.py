@@ -149,8 +149,9 @@ def test_unreachable_server_is_reported_not_raised(saxpy: Task) -> None:
 
     client = LLMClient("openai/none", f"http://127.0.0.1:{free_port()}/v1", timeout_s=5, max_retries=0)
     gen = LLMGenerator(client, max_rounds=2)
-    assert gen.propose(saxpy, saxpy.reference(), GenerationContext(), 2) == []
-    report = gen.last_report
+    result = gen.propose(saxpy, saxpy.reference(), GenerationContext(), 2)
+    report = result.report
+    assert result.candidates == []
     assert report.errors and "transport" in report.errors[0]
     assert report.rounds == 1 and report.proposed == 0  # a dead server is not retried round after round
     assert "no valid candidate" in report.empty_reason
@@ -163,8 +164,8 @@ def test_real_server_proposals_are_valid_or_counted_rejections(llm_server, saxpy
     client = LLMClient(llm_server.model, llm_server.api_base, timeout_s=400, max_retries=1)
     gen = LLMGenerator(client, worker, max_rounds=2, max_tokens=200, max_source_chars=1500)
     reference = saxpy.reference()
-    accepted = gen.propose(saxpy, reference, GenerationContext(seed=0), 1)
-    report = gen.last_report
+    result = gen.propose(saxpy, reference, GenerationContext(seed=0), 1)
+    accepted, report = result.candidates, result.report
     assert report.calls == client.usage.calls + client.usage.errors >= 1
     assert report.proposed == report.accepted + sum(report.rejected.values()) == len(accepted) + len(report.rejections)
     assert report.proposed >= 1 or report.errors
@@ -177,3 +178,99 @@ def test_real_server_proposals_are_valid_or_counted_rejections(llm_server, saxpy
         if report.rounds == 2 and report.rejected:
             # the second prompt carried the first round's rejections back to the model
             assert report.feedback_sent and any("rejected" in line for line in report.feedback_sent)
+
+
+# ---- one picture for both generators (issue 14): the derived template and what was tried --------------------
+def measured_context(task: Task, worker: MeasurementWorker) -> tuple[GenerationContext, list[Candidate]]:
+    """A context from a real store holding real full-size measurements of two kernels of ``task``."""
+    from kernelcast.agents.offline_generator import OfflineGenerator
+    from kernelcast.tools.store import Store
+
+    store, spec = Store(":memory:"), worker.hardware_spec()
+    kernels = OfflineGenerator(worker).propose(task, task.reference(), GenerationContext(hardware=spec, seed=0),
+                                               2).candidates
+    assert len(kernels) == 2
+    broken = Candidate(task=task.name, source=GOOD_SOURCE.replace("a * x[i]", "a * x[i] + 1.0f"),
+                       global_size=["N"], intent="adds one to every element")
+    for c in [*kernels, broken]:
+        store.add_candidate(c)
+        store.add_measurement(worker.measure(task, c, MeasureConfig(sizes="full")))
+    context = GenerationContext.from_store(store, task, spec.key, task.reference(), hardware=spec, seed=0)
+    store.close()
+    return context, [*kernels, broken]
+
+
+def test_context_from_the_store_lists_every_measured_kernel_with_its_result(saxpy: Task,
+                                                                             worker: MeasurementWorker) -> None:
+    context, kernels = measured_context(saxpy, worker)
+    by_intent = {t.intent: t for t in context.tried}
+    assert set(by_intent) == {c.intent for c in kernels}
+    assert by_intent["adds one to every element"].status == "incorrect"
+    assert by_intent["adds one to every element"].speedup is None
+    assert all(by_intent[c.intent].speedup is not None for c in kernels[:2])
+
+
+def test_tried_list_is_compact_best_first_with_failures_grouped() -> None:
+    from kernelcast.agents.generator import Tried
+    from kernelcast.agents.prompting import MAX_TRIED_LINES, tried_text
+
+    tried = [Tried(intent=f"variant {i}", status="correct", speedup=1.0 + i / 10) for i in range(30)]
+    tried += [Tried(intent=f"bad {i}", status="incorrect") for i in range(5)]
+    tried += [Tried(intent="no build", status="compile_error")]
+    text = tried_text(tried)
+    lines = text.splitlines()
+    assert lines[0] == "36 kernel(s) measured (30 correct):"
+    assert lines[1] == "- 3.9x: variant 29"  # the fastest first
+    assert "- 5 incorrect, e.g.: bad 0" in lines and "- 1 compile_error, e.g.: no build" in lines
+    assert lines[-1] == "- ... and 20 slower correct kernel(s)"
+    assert len(lines) <= MAX_TRIED_LINES + 2
+    assert tried_text([]) == "(nothing measured yet)"
+
+
+def test_prompt_carries_the_derived_space_of_the_reference() -> None:
+    from kernelcast.agents.derived_space import DerivedSpace
+
+    gemm = resolve_task("gemm")
+    spec = HardwareSpec(backend="opencl", name="TestCPU", device_type="CPU", compute_units=2, max_work_group_size=256)
+    prompt = build_prompt(gemm, gemm.reference(), GenerationContext(hardware=spec), 2)
+    section = prompt.split("## Source transformations that apply to the reference")[1].split("## Feedback")[0]
+    space = DerivedSpace(gemm, gemm.reference(), 256)
+    for name in space.params:
+        assert f"{name} in " in section, name
+    assert "local_tile in [0, 8, 16]" in section and "coarsen_x in [1, 2, 4, 8]" in section
+    assert "(scalar_replace unavailable:" in section  # and why the others do not apply
+    assert "(nothing measured yet)" in prompt
+    cuda = resolve_task("gemm_cuda")  # a CUDA kernel: the transformations say they are OpenCL-only
+    assert "coarsening is implemented for OpenCL kernels" in build_prompt(cuda, cuda.reference(),
+                                                                           GenerationContext(), 1)
+
+
+@pytest.mark.llm
+@pytest.mark.timeout(900)
+def test_real_server_gets_the_same_picture_and_garbage_is_still_counted(llm_server, saxpy: Task,  # type: ignore[no-untyped-def]
+                                                                         worker: MeasurementWorker) -> None:
+    context, kernels = measured_context(saxpy, worker)
+    context = context.model_copy(update={"hardware": None})  # no device guide: the prompt fits the tiny model's
+    client = LLMClient(llm_server.model, llm_server.api_base, timeout_s=400, max_retries=1)  # 2048-token context
+    gen = LLMGenerator(client, worker, max_rounds=1, max_tokens=100, max_source_chars=1000)
+    prompt = gen.messages(saxpy, saxpy.reference(), context, 1)[1]["content"]
+    assert "3 kernel(s) measured (2 correct):" in prompt and "- 1 incorrect, e.g.: adds one to every element" in prompt
+    assert len(prompt) < 6000  # with the reply, within the 2048-token context of the test server
+    for t in context.tried:
+        if t.speedup is not None:
+            assert f"- {t.speedup:.3g}x: {t.intent.removeprefix('derived: ')[:60]}" in prompt
+    assert "coarsen_x in [1, 2, 4, 8]" in prompt and "work_group in ['keep', '1', '2'" in prompt
+
+    gen.propose(saxpy, saxpy.reference(), GenerationContext(seed=0), 1)
+    bare_tokens = client.usage.prompt_tokens  # the same prompt without the measured kernels
+    result = gen.propose(saxpy, saxpy.reference(), context, 1)
+    accepted, report = result.candidates, result.report
+    assert client.usage.prompt_tokens - bare_tokens > bare_tokens  # the server read the longer prompt
+    # whatever the tiny model answered, every entry is an accepted candidate or a counted rejection
+    assert report.proposed == report.accepted + sum(report.rejected.values()) == len(accepted) + len(report.rejections)
+    assert report.proposed >= 1 or report.errors
+    assert set(report.rejected) <= {r.value for r in Reason}
+    known = {c.hash for c in kernels}
+    for c in accepted:
+        assert report.validation[c.hash] == "compiles"
+        assert c.hash not in known  # never a kernel the store has measured

@@ -51,7 +51,7 @@ def test_report_writes_html_and_readable_pngs_into_the_run_folder(runs: dict[str
     page = write_report(run_id)
     store = api.open_store()
     try:
-        assert page.parent == Path(store.run(run_id)["folder"])
+        assert page.parent == Path(store.run(run_id).folder)
     finally:
         store.close()
     assert page.name == "report.html"
@@ -75,7 +75,7 @@ def test_tree_rebuilt_from_the_event_log_matches_the_run_folder(runs: dict[str, 
     try:
         for run_id in runs.values():
             data = load_run(store, run_id)
-            recorded = json.loads((Path(data.row["folder"]) / "tree.json").read_text())
+            recorded = json.loads((Path(data.run.folder) / "tree.json").read_text())
             assert set(data.tree) == set(recorded)
             assert {k: n.outcome for k, n in data.tree.items()} == {k: n["outcome"] for k, n in recorded.items()}
             assert {k: n.parent for k, n in data.tree.items()} == {k: n["parent"] for k, n in recorded.items()}
@@ -87,7 +87,7 @@ def test_progress_curve_is_the_best_so_far_per_measurement(runs: dict[str, str])
     store = api.open_store()
     try:
         data = load_run(store, runs["topk"])
-        summary = data.row["summary"]
+        summary = data.run.summary
     finally:
         store.close()
     assert [x for x, _ in data.curve] == list(range(1, summary["spent"] + 1))
@@ -151,7 +151,7 @@ def test_confusion_and_reliability_come_from_this_runs_forecasts(runs: dict[str,
         assert counts[NUM_BINS].sum() == len(before.pairs) and counts[:NUM_BINS].sum() == 0
         assert reliability(before.pairs) == ([], None)
 
-        device = before.row["device"]
+        device = before.run.device
         expected = np.zeros_like(counts)
         for i, (key, true_bin) in enumerate(sorted(measured.items())):
             guess = true_bin if i % 2 == 0 else (true_bin % NUM_BINS) + 1  # every other forecast is wrong
@@ -172,3 +172,18 @@ def test_confusion_and_reliability_come_from_this_runs_forecasts(runs: dict[str,
     hits = [float(p.predicted_bin == p.measured_bin) for p in usable]
     assert buckets[0]["accuracy"] == pytest.approx(np.mean(hits))
     assert ece_value == pytest.approx(ece([0.8] * len(usable), hits))
+
+
+def test_the_verdict_names_why_a_best_is_not_significant() -> None:
+    from kernelcast.graphs.result import RunResult, judge
+
+    def verdict(speed: float, low: float, high: float, floor: float = 0.02) -> tuple[bool, str]:
+        return judge(RunResult(run_id="r", task="t", device="d", router="measure-all", budget=4, spent=4,
+                               status="finished", best_speedup=speed, confirmed=True, best_interval=(low, high),
+                               noise_floor=floor))
+
+    slower = verdict(0.9, 0.836, 0.939)
+    assert slower[0] is False and "slower than the reference" in slower[1] and "contains 1.0" not in slower[1]
+    assert verdict(1.01, 0.98, 1.04)[1].endswith("contains 1.0")
+    assert "noise floor" in verdict(1.01, 1.005, 1.02, floor=0.05)[1]
+    assert verdict(2.0, 1.9, 2.1) == (True, "significant speedup: 2.000x (95 % interval 1.900x-2.100x)")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernelcast.tools.measurement import Measurement, Status, TimingStats
-from kernelcast.tools.store import SCHEMA_VERSION, Store, StoreError
+from kernelcast.tools.store import SCHEMA_VERSION, RunRecord, Store, StoreError
 from kernelcast.tools.task import resolve_task
 
 
@@ -43,8 +43,12 @@ def test_round_trip(tmp_path: Path) -> None:
     pairs = store.measured_pairs(device="dev")
     assert {c.hash for c, _ in pairs} == {point.hash, ref.hash}
     fid = store.add_forecast("saxpy", point.hash, "dev", "learned", "m", [0.125] * 8, 5, 0.125, False)
-    rows = store.forecast_rows(with_measurement=True)
-    assert rows[0]["id"] == fid and rows[0]["true_bin"] == 6 and rows[0]["probabilities"] == [0.125] * 8
+    rows = store.measured_forecasts()
+    assert rows[0].id == fid and rows[0].true_bin == 6 and rows[0].probabilities == [0.125] * 8
+    assert rows[0].status == "correct" and rows[0].speedup == 1.5 and rows[0].failed is False
+    store.add_forecast("saxpy", "unmeasured", "dev", "learned", "m", [0.125] * 8, 5, 0.125, True)
+    assert [f.failed for f in store.forecasts()] == [False, True]  # every forecast, typed
+    assert len(store.measured_forecasts()) == 1  # only the one with a measurement
     # one run's pairs: the latest of each within that run, even if measured again later elsewhere
     store.add_measurement(measurement(point.hash, 2.5), run_id="run-a")
     store.add_measurement(measurement(point.hash, 3.5), run_id="run-b")
@@ -60,8 +64,23 @@ def test_run_events_are_sequenced(tmp_path: Path) -> None:
     assert [store.add_event(run, "spend", {"n": i}) for i in range(3)] == [1, 2, 3]
     store.update_run(run, spent=3, status="finished", summary={"best": 1.2})
     row = store.run(run[:10])
-    assert row is not None and row["spent"] == 3 and row["summary"] == {"best": 1.2}
-    assert [e["payload"]["n"] for e in store.events(run)] == [0, 1, 2]
+    assert row is not None and row.spent == 3 and row.summary == {"best": 1.2} and row.status == "finished"
+    assert row.config == {"budget": 3}
+    assert [e.payload["n"] for e in store.events(run)] == [0, 1, 2]
+    assert [e.seq for e in store.events(run, kind="spend")] == [1, 2, 3]
+
+
+def test_runs_and_run_parse_the_same_way(tmp_path: Path) -> None:
+    """``runs()`` and ``run()`` return the same typed record: config and summary parsed in both, the live
+    status applied in both (a "running" run whose owner is gone reads "interrupted")."""
+    store = Store(tmp_path / "k.db")
+    run = store.create_run("saxpy", "dev", {"router": "topk", "budget": 4}, budget=4)
+    store.update_run(run, owner_pid=2**22 + 12345)  # no such process on this host
+    store.add_measurement(measurement("c1", 1.1), run_id=run)
+    listed, single = store.runs()[0], store.run(run)
+    assert listed == single
+    assert isinstance(listed, RunRecord) and listed.config == {"router": "topk", "budget": 4}
+    assert listed.status == "interrupted" and listed.spent == 1 and listed.summary == {}
 
 
 def test_refuses_a_newer_schema(tmp_path: Path) -> None:
@@ -113,7 +132,7 @@ def test_kill_9_mid_write_leaves_a_consistent_store(tmp_path: Path) -> None:
     assert len(measured) > 10
     # every event refers to a stored measurement; at most the last measurement lacks its event
     assert len(measured) - len(events) in (0, 1)
-    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
     store.add_measurement(measurement("after", 2.0))  # still writable
     assert store.measurements(candidate_hash="after")[0].speedup == 2.0
 
@@ -137,6 +156,37 @@ def test_migrations_bring_an_old_store_up_to_date_and_read_only_stores_open(tmp_
     assert upgraded.db["device_probes"].exists() and upgraded.run(run_id) is not None
     upgraded.close()
     reader = Store(path, read_only=True)
-    assert [r["id"] for r in reader.runs()] == [run_id]
+    assert [r.id for r in reader.runs()] == [run_id]
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
         reader.record_probe_verdict("k", "d", "")
+
+
+def test_a_read_only_folder_is_read_without_writing_and_unflushed_writes_are_refused(tmp_path: Path) -> None:
+    """WAL reading needs a ``-shm`` beside the file; in a folder nobody may write the store still opens (and
+    creates nothing), unless a leftover ``-wal`` holds writes it would miss: then it says so."""
+    import shutil
+
+    from test_cli_read_only import read_only
+
+    folder = tmp_path / "ro"
+    store = Store(folder / "k.db")
+    run_id = store.create_run("saxpy", "dev", {"task": "saxpy"}, 3)
+    store.close()
+    assert sorted(p.name for p in folder.iterdir()) == ["k.db"]
+    with read_only(folder, folder / "k.db"):
+        reader = Store(folder / "k.db", read_only=True)
+        assert [r.id for r in reader.runs()] == [run_id] and reader.run(run_id) is not None
+        reader.close()
+    assert sorted(p.name for p in folder.iterdir()) == ["k.db"]
+
+    writer = Store(tmp_path / "live" / "k.db")
+    writer.db.execute("pragma wal_autocheckpoint = 0")
+    writer.create_run("saxpy", "dev", {}, 3, run_id="only-in-the-wal")
+    stale = tmp_path / "stale"
+    stale.mkdir()
+    for name in ("k.db", "k.db-wal"):  # a copy taken while the writer had not checkpointed
+        shutil.copy(tmp_path / "live" / name, stale / name)
+    writer.close()
+    assert (stale / "k.db-wal").stat().st_size > 0
+    with read_only(stale, stale / "k.db", stale / "k.db-wal"), pytest.raises(StoreError, match="never checkpointed"):
+        Store(stale / "k.db", read_only=True)

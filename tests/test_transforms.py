@@ -228,14 +228,15 @@ def test_offline_generator_without_template_proposes_correct_transformed_kernels
     task = without_template(resolve_task(name))
     spec = worker.hardware_spec()
     generator = OfflineGenerator(worker)
-    proposals = generator.propose(task, task.reference(), GenerationContext(hardware=spec, seed=0), 4)
-    assert len(proposals) == 4, generator.last_report.summary()
+    result = generator.propose(task, task.reference(), GenerationContext(hardware=spec, seed=0), 4)
+    proposals = result.candidates
+    assert len(proposals) == 4, result.report.summary()
     derived = [c for c in proposals if c.intent.startswith("derived: ")]
     assert derived, [c.intent for c in proposals]
     for c in proposals:
         assert_correct(worker, task, c, c.intent)
     if name == "gemm":
-        more = generator.propose(task, task.reference(), GenerationContext(hardware=spec, seed=0), 12)
+        more = generator.propose(task, task.reference(), GenerationContext(hardware=spec, seed=0), 12).candidates
         assert any("coarsen x" in c.intent and "+ jam" in c.intent for c in more)
 
 
@@ -243,9 +244,9 @@ def test_derived_children_are_neighbours_of_their_parent_point(worker: Measureme
     task = load_task(KERNELS / "matvec_cols")
     spec = worker.hardware_spec()
     generator = OfflineGenerator(worker)
-    first = generator.propose(task, task.reference(), GenerationContext(hardware=spec, seed=1), 3)
+    first = generator.propose(task, task.reference(), GenerationContext(hardware=spec, seed=1), 3).candidates
     parent = next(c for c in first if c.intent.startswith("derived: "))
-    children = generator.propose(task, parent, GenerationContext(hardware=spec, seed=1), 4)
+    children = generator.propose(task, parent, GenerationContext(hardware=spec, seed=1), 4).candidates
     assert children and all(c.parent == parent.hash for c in children)
     moved = [c for c in children if c.params]
     assert moved
@@ -261,15 +262,15 @@ def test_first_round_on_a_template_is_a_space_filling_design_without_the_default
     task = resolve_task("gemm")
     assert task.spec.template is not None
     default = dict(task.spec.template.default or {})
-    proposals = OfflineGenerator().propose(task, task.reference(), GenerationContext(seed=0), 8)
+    proposals = OfflineGenerator().propose(task, task.reference(), GenerationContext(seed=0), 8).candidates
     points = [c.params for c in proposals if c.params is not None]
     assert len(points) >= 5
     assert default not in points
     assert all(c.intent.startswith(("template design point", "generic:")) for c in proposals)
     for name in ("TM", "TN", "WGY"):  # spread over each parameter's range, not one step from the default
         assert len({p[name] for p in points}) >= 3, (name, points)
-    again = [c.hash for c in OfflineGenerator().propose(task, task.reference(), GenerationContext(seed=0), 8)]
-    other = [c.hash for c in OfflineGenerator().propose(task, task.reference(), GenerationContext(seed=1), 8)]
+    again = [c.hash for c in OfflineGenerator().propose(task, task.reference(), GenerationContext(seed=0), 8).candidates]
+    other = [c.hash for c in OfflineGenerator().propose(task, task.reference(), GenerationContext(seed=1), 8).candidates]
     assert again == [c.hash for c in proposals] and other != again
 
 
@@ -279,3 +280,15 @@ def test_space_filling_covers_every_value_and_snaps_to_valid_points() -> None:
     design = list(space_filling(params, seed=3, count=8, known_valid=valid))
     assert len(design) == len(valid) and all(p in valid for p in design)
     assert {p["a"] for p in design[:4]} == {1, 2, 3, 4}
+
+
+def test_derived_space_does_not_coarsen_an_already_jammed_large_kernel() -> None:
+    from kernelcast.agents.derived_space import MAX_COARSENED_CHARS
+
+    gemm = without_template(resolve_task("gemm"))
+    big = coarsen(gemm, gemm.reference(), 8, 8).candidate  # 64 jammed copies of the body
+    assert len(big.source) * 2 > MAX_COARSENED_CHARS
+    space = DerivedSpace(gemm, big, 256)
+    assert "coarsen_x" not in space.params and "too large to coarsen by 2" in space.unavailable["coarsen_x"]
+    assert "work_group" in space.params  # the other transformations are still offered
+    assert "coarsen_x" in DerivedSpace(gemm, gemm.reference(), 256).params

@@ -162,7 +162,7 @@ def probe_devices(store: Store | None = None, source: str = PROBE_SOURCE, refres
         for index, reason in fresh.items():
             spec = specs[index]
             _memo[(spec.key, spec.driver, source)] = reason
-            if store is not None and source == PROBE_SOURCE:
+            if store is not None and not store.read_only and source == PROBE_SOURCE:  # read-only: not cached
                 store.record_probe_verdict(spec.key, spec.driver, reason)
         known.update(fresh)
     return preference([_describe(index, p, d, known[index]) for index, p, d in listed])

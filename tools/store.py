@@ -16,15 +16,19 @@ import sqlite3
 import uuid
 from datetime import datetime, UTC
 from pathlib import Path
+from urllib.parse import quote
 from collections.abc import Callable
 from typing import Any
-from collections.abc import Iterator
 
 import sqlite_utils
 
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import HardwareSpec, Measurement
+from kernelcast.tools.records import EventRecord, ForecastRecord, MeasuredForecast, RunRecord
 from kernelcast.tools.task import Task
+
+__all__ = ["EventRecord", "ForecastRecord", "MeasuredForecast", "RunRecord", "SCHEMA_VERSION", "Store",
+           "StoreError"]
 
 SCHEMA_VERSION = 2  # = len(MIGRATIONS); add a step there before changing the schema
 
@@ -42,13 +46,16 @@ class Store:
 
     def __init__(self, path: str | Path, read_only: bool = False) -> None:
         """``read_only`` opens an existing store without writing anything (commands that only read, stores
-        on read-only media); writes then fail as :class:`StoreError`."""
+        on read-only media); writes then fail (``sqlite3.OperationalError``: readonly database)."""
         self.path = Path(path)
         self.read_only = read_only
         if read_only:
             if not self.path.exists():
                 raise StoreError(f"{path}: no kernelcast database here")
-            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30.0, check_same_thread=False)
+            try:
+                conn = _connect_read_only(self.path)
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{path}: not a usable kernelcast database ({exc})") from None
         else:
             if str(path) != ":memory:":
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -220,25 +227,23 @@ class Store:
                           "provenance": json.dumps(provenance or {}), "run_id": run_id, "created_at": _now()})
             return int(table.last_pk or 0)
 
-    def forecast_rows(self, forecaster: str | None = None, model: str | None = None, task: str | None = None,
-                      run_id: str | None = None, with_measurement: bool = False) -> list[dict[str, Any]]:
-        """Stored forecasts as dicts; ``with_measurement`` joins the latest full-size measurement
-        (``speedup``, ``true_bin``) and keeps only forecasts that have one."""
+    def forecasts(self, forecaster: str | None = None, model: str | None = None, task: str | None = None,
+                  run_id: str | None = None) -> list[ForecastRecord]:
+        """Stored forecasts, oldest first."""
         where, args = _where(forecaster=forecaster, model=model, task=task, run_id=run_id, prefix="f.")
-        if not with_measurement:
-            rows = self.db.query(f"select f.* from forecasts f {where} order by f.id", args)
-        else:
-            join_cond = ("join measurements m on m.id = (select max(id) from measurements mm where "
-                         "mm.candidate_hash = f.candidate_hash and mm.device = f.device and mm.sizes = 'full')")
-            rows = self.db.query(f"select f.*, m.speedup as speedup, m.bin as true_bin, m.status as status "
-                                 f"from forecasts f {join_cond} {where} order by f.id", args)
-        out = []
-        for r in rows:
-            r = dict(r)
-            r["probabilities"] = json.loads(r["probabilities"])
-            r["provenance"] = json.loads(r["provenance"] or "{}")
-            out.append(r)
-        return out
+        return [ForecastRecord.model_validate(r)
+                for r in self.db.query(f"select f.* from forecasts f {where} order by f.id", args)]
+
+    def measured_forecasts(self, forecaster: str | None = None, model: str | None = None, task: str | None = None,
+                           run_id: str | None = None) -> list[MeasuredForecast]:
+        """Stored forecasts whose candidate has a full-size measurement on the forecast's device, each with
+        the latest such measurement's speedup, bin and status (the calibration data)."""
+        where, args = _where(forecaster=forecaster, model=model, task=task, run_id=run_id, prefix="f.")
+        join_cond = ("join measurements m on m.id = (select max(id) from measurements mm where "
+                     "mm.candidate_hash = f.candidate_hash and mm.device = f.device and mm.sizes = 'full')")
+        rows = self.db.query(f"select f.*, m.speedup as speedup, m.bin as true_bin, m.status as status "
+                             f"from forecasts f {join_cond} {where} order by f.id", args)
+        return [MeasuredForecast.model_validate(r) for r in rows]
 
     # ---- runs and events --------------------------------------------------------------
     def create_run(self, task: str, device: str, config: dict[str, Any], budget: int, folder: str = "",
@@ -262,13 +267,15 @@ class Store:
         with self.db.conn:
             self.db.execute("update runs set heartbeat = ? where id = ?", [_now(), run_id])
 
-    def _with_live_status(self, row: dict[str, Any]) -> dict[str, Any]:
-        """A "running" run whose owner is gone is "interrupted"; spent is read from the measurements."""
+    def _run_record(self, row: dict[str, Any]) -> RunRecord:
+        """The typed run with its live status: a "running" run whose owner is gone is "interrupted"; spent is
+        read from the measurements. The one place a runs row is parsed."""
+        row = dict(row)
         if row["status"] in ("running", "interrupted", "failed"):  # a finished run recorded its own total
             row["spent"] = self.measurement_totals(row["id"])[0]
         if row["status"] == "running" and not _owner_alive(row):
             row["status"] = "interrupted"
-        return row
+        return RunRecord.model_validate(row)
 
     def update_run(self, run_id: str, **fields: Any) -> None:
         if "summary" in fields and not isinstance(fields["summary"], str):
@@ -276,7 +283,7 @@ class Store:
         with self.db.conn:
             self.db.table("runs").update(run_id, {**fields, "updated_at": _now()})
 
-    def run(self, run_id: str) -> dict[str, Any] | None:
+    def run(self, run_id: str) -> RunRecord | None:
         """The run with this id, or the only run whose id starts with it (wildcards are literal)."""
         if not run_id.strip():
             return None
@@ -288,14 +295,12 @@ class Store:
             rows = exact
         if len(rows) != 1:
             return None
-        row = self._with_live_status(dict(rows[0]))
-        row["config"] = json.loads(row["config"])
-        row["summary"] = json.loads(row["summary"] or "{}")
-        return row
+        return self._run_record(rows[0])
 
-    def runs(self, task: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    def runs(self, task: str | None = None, limit: int = 50) -> list[RunRecord]:
+        """The most recent runs first."""
         where, args = _where(task=task)
-        return [self._with_live_status(dict(r))
+        return [self._run_record(r)
                 for r in self.db.query(f"select * from runs {where} order by created_at desc limit ?", [*args, limit])]
 
     def add_event(self, run_id: str, kind: str, payload: dict[str, Any] | None = None,
@@ -307,14 +312,10 @@ class Store:
                                       "payload": json.dumps(payload or {}, default=str), "created_at": _now()})
         return int(seq)
 
-    def events(self, run_id: str, kind: str | None = None) -> list[dict[str, Any]]:
+    def events(self, run_id: str, kind: str | None = None) -> list[EventRecord]:
+        """A run's log in order (``kind``: only events of that kind)."""
         where, args = _where(run_id=run_id, kind=kind)
-        out = []
-        for r in self.db.query(f"select * from events {where} order by seq", args):
-            r = dict(r)
-            r["payload"] = json.loads(r["payload"])
-            out.append(r)
-        return out
+        return [EventRecord.model_validate(r) for r in self.db.query(f"select * from events {where} order by seq", args)]
 
     # ---- portable datasets ---------------------------------------------------------------
     def export_pairs(self, path: str | Path, device: str | None = None) -> int:
@@ -365,8 +366,29 @@ class Store:
     def integrity_ok(self) -> bool:
         return self.db.execute("pragma integrity_check").fetchone()[0] == "ok"
 
-    def iter_rows(self, table: str) -> Iterator[dict[str, Any]]:
-        yield from self.db[table].rows
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection, also where the database's folder cannot be written.
+
+    ``mode=ro`` reads a WAL database while a writer is active, but it needs the ``-shm`` index beside the
+    file, which a folder nobody may write to cannot hold. There no writer can be active either (a writer needs
+    that folder for its own ``-wal``), so the file is opened ``immutable``: unless a leftover ``-wal`` holds
+    writes that were never checkpointed, which immutable reading would silently miss.
+    """
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, timeout=30.0, check_same_thread=False)
+    try:
+        conn.execute("select count(*) from sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        conn.close()
+        if os.access(path.parent, os.W_OK):
+            raise
+    wal = path.with_name(path.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise StoreError(f"{path}: its folder is read-only and {wal.name} holds writes never checkpointed into "
+                         "the database; open it once where it can be written")
+    return sqlite3.connect(uri + "&immutable=1", uri=True, timeout=30.0, check_same_thread=False)
 
 
 HEARTBEAT_STALE_S = 900.0  # a run on another host is presumed dead after this long without a heartbeat

@@ -6,6 +6,11 @@ again before it is returned), and names itself and its parameters in a label tha
 candidate's intent ("coarsen x4 y4 cyclic + jam; scalar-replace C[i]"), so the forecaster learns from
 the edit. A transformation that does not apply raises :class:`NotApplicable` with the reason. The
 harness's correctness check (3 seeds against the reference) stays the safety net.
+
+The library (each module's docstring says why its edit is legal): :mod:`.scalar_replace`,
+:mod:`.restrict`, :mod:`.coarsen` (with jam; its ``vector`` mapping is :mod:`.vectorize`), :mod:`.unroll`,
+:mod:`.local_tiling`; :mod:`kernelcast.agents.derived_space` turns them, with work-group shapes, into a
+derived template.
 """
 
 from __future__ import annotations

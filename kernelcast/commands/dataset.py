@@ -8,6 +8,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from kernelcast import api
+from kernelcast.commands.stores import readable_store
 from kernelcast.console import EXIT_DEVICE, console, fail
 from kernelcast.settings import get_settings
 from kernelcast.tools.measurement import MeasureConfig
@@ -82,7 +83,11 @@ def build(
 def export(path: Path = typer.Argument(..., help="output .jsonl.gz"),
            device: str | None = typer.Option(None, "--device-key", help="only this device key")) -> None:
     """Write the store's measured pairs (with device specs) to a portable gzipped JSON-lines file."""
-    n = api.open_store().export_pairs(path, device)
+    with readable_store() as store:
+        try:
+            n = store.export_pairs(path, device)
+        except OSError as exc:
+            fail(f"cannot write {path}: {exc.strerror or exc}")
     console.print(f"exported {n} measured pairs to {path}")
 
 

@@ -9,7 +9,9 @@ import typer
 from rich.table import Table
 
 from kernelcast import api
+from kernelcast.agents.registry import DEFAULT_FORECASTER, FORECASTERS
 from kernelcast.commands.measure import candidate_from_options
+from kernelcast.commands.stores import readable_store
 from kernelcast.console import console, fail
 from kernelcast.settings import get_settings
 from kernelcast.tools.bins import BIN_NAMES, bin_label
@@ -26,7 +28,7 @@ def forecast(
     global_size: str | None = typer.Option(None, "--global", help="global size expressions, comma separated"),
     local_size: str | None = typer.Option(None, "--local", help="local size expressions, comma separated"),
     build_options: str = typer.Option("", "--options", help="build options for the candidate"),
-    forecaster: str = typer.Option("learned", "--forecaster", "-f", help="learned | llm | llm-logprobs"),
+    forecaster: str = typer.Option(DEFAULT_FORECASTER, "--forecaster", "-f", help=" | ".join(FORECASTERS)),
     model: str | None = typer.Option(None, "--model", help="litellm model string (LLM forecasters)"),
     device: str | None = typer.Option(None, "--device", "-d"),
     as_json: bool = typer.Option(False, "--json"),
@@ -69,8 +71,8 @@ def calibration(
     """Score stored forecasts against measurements (table) and write reliability and risk-coverage plots."""
     from kernelcast.calibration_report import evaluate, load_pairs, write_plots
 
-    store = api.open_store()
-    data = load_pairs(store, forecaster, model, task)
+    with readable_store() as store:
+        data = load_pairs(store, forecaster, model, task)
     try:
         summary, recovered = evaluate(data)
     except ValueError as exc:

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, closing, nullcontext
 
 import typer
 from rich.table import Table
 
 from kernelcast import api
+from kernelcast.commands.stores import readable_store, store_exists
 from kernelcast.console import EXIT_DEVICE, EXIT_FAILED, console, fail
 from kernelcast.settings import get_settings
 from kernelcast.tools.bins import BIN_NAMES
 from kernelcast.tools.candidate import Candidate, candidate_from_file
 from kernelcast.tools.measurement import Measurement, MeasureConfig
+from kernelcast.tools.store import Store
 from kernelcast.tools.task import TaskError
 from kernelcast.tools.worker import WorkerError
 
@@ -114,8 +116,8 @@ def devices(as_json: bool = typer.Option(False, "--json"),
     from kernelcast.tools.backends.opencl import device_spec, list_devices
     from kernelcast.tools.device_probe import probe_devices
 
-    store = api.open_store()
-    statuses = {s.index: s for s in probe_devices(store, refresh=refresh)}
+    with _verdict_store(refresh) as store:
+        statuses = {s.index: s for s in probe_devices(store, refresh=refresh)}
     default = next((s.index for s in statuses.values() if s.healthy), None)
     listed = {index: device_spec(p, d) for index, p, d in list_devices()}
     rows = [(index, listed[index], s.healthy, s.reason) for index, s in statuses.items()]
@@ -137,6 +139,14 @@ def devices(as_json: bool = typer.Option(False, "--json"),
         console.print(f"[bold]{index}[/]  {status}\n{spec.summary()}\n", highlight=False)
     if default is None:
         fail("no usable OpenCL device (see the reasons above)", EXIT_DEVICE)
+
+
+def _verdict_store(refresh: bool) -> AbstractContextManager[Store | None]:
+    """Where probe verdicts come from: --refresh probes again and records them (a writable store); a listing
+    reads the cached ones, so a read-only store serves it (no database yet: probe, remember nothing)."""
+    if refresh:
+        return closing(api.open_store())
+    return readable_store() if store_exists() else nullcontext(None)
 
 
 def _cluster_devices(address: str, backend: str, as_json: bool) -> None:

@@ -11,13 +11,18 @@ from rich.live import Live
 from rich.table import Table
 
 from kernelcast import api
+from kernelcast.agents.registry import FORECASTERS, SELECTABLE_GENERATORS, forecaster_spec, generator_spec
 from kernelcast.console import EXIT_DEVICE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, console, fail
 from kernelcast.report import report_note
 from kernelcast.settings import get_settings
 from kernelcast.tools.task import TaskError
 from kernelcast.graphs import events as ev
+from kernelcast.graphs.config import default, listed_router
 from kernelcast.graphs.errors import SearchFailed
 from kernelcast.graphs.events import logged, parse
+from kernelcast.graphs.result import RunResult
+from kernelcast.graphs.routers import ROUTERS, router_spec
+from kernelcast.commands.stores import readable_store, store_exists
 from kernelcast.tools.worker import WorkerError
 
 app = typer.Typer()
@@ -121,17 +126,18 @@ def _drive(title: str, events: str | None, call: Any) -> Any:
 @app.command("optimize")
 def optimize(
     task: str = typer.Argument(..., help="built-in task name or path to a task.toml"),
-    budget: int = typer.Option(24, "--budget", "-b", help="hardware measurements to spend"),
-    router: str = typer.Option("selective", "--router", help="selective | topk | measure-all"),
-    threshold: float = typer.Option(0.6, "--threshold", "-t", help="unused (kept for old scripts): see --risk"),
-    risk: float = typer.Option(0.1, "--risk", help="selective: tolerated share of false prunes among trusted "
-                               "decisions (certified from calibration data; default 0.1)"),
-    generator: str = typer.Option("offline", "--generator", help="offline | llm"),
-    forecaster: str = typer.Option("learned", "--forecaster", help="learned | llm | llm-logprobs | none"),
+    budget: int = typer.Option(default("budget"), "--budget", "-b", help="hardware measurements to spend"),
+    router: str = typer.Option(default("router"), "--router", help=" | ".join(ROUTERS)),
+    threshold: float = typer.Option(default("threshold"), "--threshold", "-t",
+                                    help="unused (kept for old scripts): see --risk"),
+    risk: float = typer.Option(default("risk"), "--risk", help="selective: tolerated share of false prunes among "
+                               "trusted decisions (certified from calibration data)"),
+    generator: str = typer.Option(default("generator"), "--generator", help=" | ".join(SELECTABLE_GENERATORS)),
+    forecaster: str = typer.Option(default("forecaster"), "--forecaster", help=" | ".join(FORECASTERS)),
     model: str | None = typer.Option(None, "--model", help="litellm model string for LLM agents"),
     device: str | None = typer.Option(None, "--device", "-d"),
     seed: int = typer.Option(0, "--seed"),
-    k: int = typer.Option(4, "--k", help="measurements per expansion (top-k / selective cap)"),
+    k: int = typer.Option(default("measure_per_round"), "--k", help="measurements per expansion (top-k / selective cap)"),
     sizes: str = typer.Option("full", "--sizes", help="full | small (small: quick trial runs)"),
     events: str | None = typer.Option(None, "--events", help="'jsonl': one JSON event per graph step on stdout"),
     learn_online: bool = typer.Option(True, "--learn-online/--frozen-forecaster",
@@ -142,8 +148,13 @@ def optimize(
     share_device: bool = typer.Option(False, "--share-device", help="let parallel workers share one device"),
 ) -> None:
     """Optimize a task under a fixed hardware budget; prints the best measured kernel and the run folder."""
-    if router not in ("selective", "topk", "measure-all"):
-        fail(f"unknown router {router!r}: expected selective, topk or measure-all")
+    try:
+        router_spec(router)
+        forecaster_spec(forecaster)
+        if not generator_spec(generator).selectable:
+            raise ValueError(f"--generator {generator} is not chosen by name (start a session instead)")
+    except ValueError as exc:
+        fail(str(exc))
     if events not in (None, "jsonl"):
         fail("--events takes 'jsonl'")
     if not 0.0 < risk < 1.0:
@@ -176,38 +187,44 @@ def resume(run_id: str = typer.Argument(...), events: str | None = typer.Option(
 @app.command("runs")
 def runs(task: str | None = typer.Option(None, "--task"), limit: int = typer.Option(20, "--limit")) -> None:
     """List recent runs."""
-    store = api.open_store()
+    if not store_exists():
+        console.print(f"no runs yet ({get_settings().db_path} does not exist)", highlight=False)
+        return
+    with readable_store() as store:
+        records = store.runs(task=task, limit=limit)
     table = Table(title=f"runs in {get_settings().db_path}")
     for col in ("id", "task", "status", "router", "spent/budget", "best speedup", "created"):
         table.add_column(col)
-    for row in store.runs(task=task, limit=limit):
-        config = json.loads(row["config"])
-        best = f"{row['best_speedup']:.3f}x" if row["best_speedup"] else "-"
-        table.add_row(row["id"], row["task"], row["status"], config.get("router", "?"),
-                      f"{row['spent']}/{row['budget']}", best, row["created_at"][:19])
+    for run in records:
+        best = f"{run.best_speedup:.3f}x" if run.best_speedup else "-"
+        table.add_row(run.id, run.task, run.status, listed_router(run), f"{run.spent}/{run.budget}", best,
+                      run.created_at[:19])
     console.print(table)
 
 
 @app.command("show")
 def show(run_id: str = typer.Argument(...), as_json: bool = typer.Option(False, "--json")) -> None:
     """Show one run: its result, and the decision taken for each candidate."""
-    store = api.open_store()
-    row = store.run(run_id)
-    if row is None:
-        fail(f"no run with id {run_id!r} (see `kernelcast runs`)")
+    if not store_exists():
+        fail(f"no run with id {run_id!r}: nothing has run yet ({get_settings().db_path} does not exist)")
+    with readable_store() as store:
+        run = store.run(run_id)
+        if run is None:
+            fail(f"no run with id {run_id!r} (see `kernelcast runs`)")
+        events = store.events(run.id)
     if as_json:
-        print(json.dumps({**row, "events": store.events(row["id"])}, indent=1, default=str))
+        print(json.dumps({**run.model_dump(mode="json"), "events": [e.model_dump(mode="json") for e in events]},
+                         indent=1))
         return
-    from kernelcast.graphs.result import RunResult
-
-    if row["summary"]:
-        print_result(RunResult.model_validate(row["summary"]))
+    result = RunResult.of_run(run)
+    if result is not None:
+        print_result(result)
     else:
-        console.print(f"run {row['id']} is {row['status']} ({row['spent']} of {row['budget']} measurements spent)")
+        console.print(f"run {run.id} is {run.status} ({run.spent} of {run.budget} measurements spent)")
     table = Table(title="decisions")
     for col in ("seq", "event", "candidate", "detail"):
         table.add_column(col)
-    for item in logged(store.events(row["id"])):
+    for item in logged(events):
         event = item.event
         if isinstance(event, ev.Route):
             label, detail = f"route:{event.decision}", event.reason

@@ -7,36 +7,18 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from kernelcast.agents.generator import GenerationContext, Generator, ProposalReport
-from kernelcast.agents.offline_generator import OfflineGenerator
 from kernelcast import api
+from kernelcast.agents.generator import ProposalReport
+from kernelcast.agents.registry import DEFAULT_GENERATOR, SELECTABLE_GENERATORS
 from kernelcast.console import EXIT_DEVICE, EXIT_FAILED, console, fail
-from kernelcast.settings import get_settings
 from kernelcast.tools.candidate import Candidate, candidate_from_file
+from kernelcast.tools.store import StoreError
 from kernelcast.tools.task import Task, TaskError
-from kernelcast.tools.measurer import Measurer, make_measurer
 from kernelcast.tools.worker import WorkerError
 
 app = typer.Typer()
 
 SUFFIX = {"opencl": ".cl", "cuda": ".cu"}
-
-
-def make_generator(kind: str, worker: Measurer | None, model: str | None) -> Generator:
-    """The offline generator, or the LLM generator on ``model`` (else KERNELCAST_MODEL) with the settings' endpoint."""
-    if kind == "offline":
-        return OfflineGenerator(worker)
-    if kind != "llm":
-        fail(f"--generator must be 'offline' or 'llm', got {kind!r}")
-    settings = get_settings()
-    model = model or settings.model
-    if not model:
-        fail("--generator llm needs --model or KERNELCAST_MODEL (a litellm model string)")
-    from kernelcast.agents.llm_client import LLMClient
-    from kernelcast.agents.llm_generator import LLMGenerator
-
-    key = settings.api_key.get_secret_value() if settings.api_key else None
-    return LLMGenerator(LLMClient(model, settings.api_base, key), worker)
 
 
 def write_candidates(candidates: list[Candidate], task: Task, out: Path) -> list[Path]:
@@ -66,7 +48,7 @@ def propose(
     task: str = typer.Argument(..., help="built-in task name or path to a task.toml"),
     parent: str | None = typer.Option(None, "--parent", help="parent kernel: candidate .json or kernel source "
                                       "(default: the reference)"),
-    generator: str = typer.Option("offline", "--generator", "-g", help="offline (no network) or llm"),
+    generator: str = typer.Option(DEFAULT_GENERATOR, "--generator", "-g", help=" | ".join(SELECTABLE_GENERATORS)),
     n: int = typer.Option(4, "-n", min=1, help="number of candidates to propose"),
     out: Path | None = typer.Option(None, "--out", "-o", help="folder for the candidates (default ./proposals/<task>)"),
     model: str | None = typer.Option(None, "--model", "-m", help="litellm model string for --generator llm"),
@@ -78,24 +60,14 @@ def propose(
     try:
         task_obj = api.as_task(task)
         parent_cand = candidate_from_file(parent, task_obj) if parent else task_obj.reference()
-    except (TaskError, FileNotFoundError, ValueError) as exc:
+        with console.status(f"proposing {n} candidate(s) for {task_obj.name} with {generator}...", spinner="dots"):
+            proposals = api.propose(task_obj, parent_cand, generator=generator, n=n, model=model, seed=seed,
+                                    device=device, compile_check=compile_check)
+    except WorkerError as exc:
+        fail(str(exc), EXIT_DEVICE)
+    except (TaskError, FileNotFoundError, ValueError, StoreError) as exc:
         fail(str(exc))
-    settings = get_settings()
-    worker = make_measurer(task_obj.backend, device or settings.device)
-    gen = make_generator(generator, worker if compile_check else None, model)  # fails fast on bad options
-    store = api.open_store()
-    try:
-        try:
-            hardware = worker.start()  # the device's spec and key, also when not compiling
-        except WorkerError as exc:
-            fail(str(exc), EXIT_DEVICE)
-        context = GenerationContext.from_store(store, task_obj, hardware.key, parent_cand, hardware=hardware, seed=seed)
-        with console.status(f"proposing {n} candidate(s) for {task_obj.name} with {gen.name}...", spinner="dots"):
-            candidates = gen.propose(task_obj, parent_cand, context, n)
-    finally:
-        worker.close()
-        store.close()
-    report = gen.last_report
+    candidates, report = proposals.candidates, proposals.report
     folder = out or Path("proposals") / task_obj.name
     write_candidates(candidates, task_obj, folder)
     if candidates:

@@ -1,0 +1,108 @@
+"""The selective router spends the budget it was given (issue 13): a round in which every child was trusted
+measures its most promising pruned children instead of leaving the budget unspent, and the trust summary
+counts those as measurements, not as trusted decisions or audits."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from kernelcast.agents.distributions import lognormal_bins
+from kernelcast.agents.risk_control import TrustThresholds
+from kernelcast.graphs.config import RunConfig
+from kernelcast.graphs.context import RunEnv
+from kernelcast.graphs.routing import RoutingInput, SelectiveRouter
+from kernelcast.graphs.run import start_run
+from kernelcast.graphs.trust import RouteRecord, trust_summary
+from kernelcast.tools.store import Store
+
+PRUNE_EVERYTHING = TrustThresholds(prune_below=0.3, accept_above=None, n_calibration=100)
+
+
+def _item(key: str, mu: float, sigma: float = 0.3) -> RoutingInput:
+    probs = tuple(lognormal_bins(mu, sigma))
+    return RoutingInput(hash=key, confidence=max(probs), predicted_bin=int(np.argmax(probs)) + 1,
+                        expected_log_speedup=mu, expected_bin=float(np.arange(1, 9) @ np.asarray(probs)),
+                        failed=False, probabilities=probs, incumbent=1.0)
+
+
+def _losers() -> list[RoutingInput]:
+    """Six children forecast slower than the incumbent, each less likely than the one before to beat it."""
+    return [_item(f"c{i}", math.log(0.8) - 0.15 * i) for i in range(6)]
+
+
+def test_a_round_with_nothing_uncertain_measures_its_most_promising_pruned_children() -> None:
+    items = _losers()
+    assert all(it.p_beat is not None and it.p_beat <= 0.3 for it in items)
+    out = SelectiveRouter(measure_per_round=3, audit_rate=0.0).route(items, 10, trust=PRUNE_EVERYTHING)
+    spare = sorted(k for k, r in out.items() if r.decision == "measure")
+    assert spare == ["c0", "c1", "c2"]  # the three highest P(beat the incumbent)
+    assert all(out[k].spare and out[k].trusted_as == "prune" and not out[k].audit and not out[k].trusted
+               for k in spare)
+    assert all(out[k].decision == "prune" and not out[k].spare for k in ("c3", "c4", "c5"))
+    # never more than the budget allows, and nothing at all without budget
+    one = SelectiveRouter(measure_per_round=3, audit_rate=0.0).route(items, 1, trust=PRUNE_EVERYTHING)
+    assert [k for k, r in one.items() if r.decision == "measure"] == ["c0"]
+    none = SelectiveRouter(measure_per_round=3).route(items, 0, trust=PRUNE_EVERYTHING)
+    assert not any(r.decision == "measure" for r in none.values())
+
+
+def test_audits_share_the_round_cap_and_an_uncertain_child_takes_precedence() -> None:
+    items = _losers()
+    audited = SelectiveRouter(measure_per_round=3, audit_rate=1.0, seed=3).route(items, 10, trust=PRUNE_EVERYTHING,
+                                                                               audits=1)
+    measured = [r for r in audited.values() if r.decision == "measure"]
+    assert len(measured) == 3 and sum(r.audit for r in measured) == 1 and sum(r.spare for r in measured) == 2
+    # one uncertain child: it is what the round measures; the pruned stay pruned (the budget is not idle)
+    mixed = SelectiveRouter(measure_per_round=3, audit_rate=0.0).route([*items, _item("unsure", 0.0)], 10,
+                                                                       trust=PRUNE_EVERYTHING)
+    assert mixed["unsure"].decision == "measure" and not mixed["unsure"].spare
+    assert not any(r.spare for r in mixed.values())
+
+
+def test_a_run_whose_router_prunes_everything_still_spends_its_budget(tmp_path: Path) -> None:
+    """risk 0.99 certifies pruning from the run's first calibration rows, so most rounds trust every child;
+    before spare-budget measuring such a run stopped at its round limit with half its budget unspent."""
+    store = Store(tmp_path / "k.db")
+    config = RunConfig(task="softmax", budget=10, router="selective", sizes="small", risk=0.99, measure_per_round=2)
+    result = start_run(config, store, RunEnv(tmp_path, measure_timeout_s=60))
+    assert result.spent == config.budget, result.stop_reason
+    assert result.stop_reason.startswith("budget spent")
+
+    rounds: list[list[tuple[str, RouteRecord]]] = []
+    for event in store.events(result.run_id):
+        if event.kind == "generated":
+            rounds.append([])
+        elif event.kind == "route":
+            rounds[-1].append((event.candidate_hash or "", RouteRecord.model_validate(event.payload)))
+    searched = {m.candidate_hash for m in store.measurements(run_id=result.run_id) if m.phase == "search"}
+    spare = [(key, r) for round_ in rounds for key, r in round_ if r.spare]
+    assert spare, "no round trusted every child: the run never needed its spare budget"
+    for round_ in rounds:
+        pruned_p = [r.p_beat or 0.0 for _, r in round_ if r.decision == "prune"]
+        for key, record in round_:
+            if record.spare:
+                assert record.decision == "measure" and record.trusted_as == "prune" and not record.audit
+                assert key in searched  # measured in the search phase, not skipped
+                assert all((record.p_beat or 0.0) >= p for p in pruned_p)  # the most promising of its round
+                assert not any(r.decision == "measure" and not r.spare and not r.audit for _, r in round_)
+
+    records = [r for round_ in rounds for _, r in round_]
+    summary = trust_summary(store, result.run_id, risk=config.risk)
+    assert summary.spare == len(spare)
+    assert summary.trusted_prunes == sum(1 for r in records if r.decision == "prune")
+    assert summary.audits == sum(1 for r in records if r.audit)
+    assert summary.trusted == sum(1 for r in records if r.decision in ("prune", "accept"))
+    assert summary.decisions == len(records)
+    assert "pruned measured anyway" in summary.line()
+
+
+def test_small_budgets_confirm_one_winner_per_eight_measurements() -> None:
+    """Three confirmations at a budget of 8 would leave five measurements to search with."""
+    from kernelcast.graphs.nodes import confirmations
+
+    assert [confirmations(RunConfig(task="saxpy", budget=b)) for b in (4, 8, 16, 24, 100)] == [1, 1, 2, 3, 3]
+    assert confirmations(RunConfig(task="saxpy", budget=24, confirm_top=0)) == 0
+    assert confirmations(RunConfig(task="saxpy", budget=100, confirm_top=5)) == 5
