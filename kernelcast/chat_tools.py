@@ -48,6 +48,10 @@ LocalSize = Annotated[list[str] | None, Field(description="local size expression
                                                           "(default: the reference's)")]
 BuildOptions = Annotated[list[str] | None, Field(description="compiler options, e.g. ['-cl-fast-relaxed-math']")]
 SizesArg = Annotated[Sizes, Field(description="'full' problem sizes, or 'small' for a quick check")]
+BudgetArg = Annotated[int, Field(ge=1, le=500, description="hardware measurements to spend")]
+RouterArg = Annotated[Router, Field(description="which candidates are measured")]
+ForecasterArg = Annotated[ForecasterName, Field(description="which forecaster")]
+GeneratorArg = Annotated[GeneratorName, Field(description="which generator")]
 
 
 class OperationError(ValueError):
@@ -255,7 +259,7 @@ def measure_kernel(task: TaskName, source: Source = None, global_size: GlobalSiz
 
 def forecast_speedup(task: TaskName, source: Source = None, global_size: GlobalSize = None,
                      local_size: LocalSize = None, build_options: BuildOptions = None,
-                     forecaster: Annotated[ForecasterName, Field(description="which forecaster")] = DEFAULT_FORECASTER,
+                     forecaster: ForecasterArg = DEFAULT_FORECASTER,
                      model: Annotated[str | None, Field(description="litellm model string for LLM forecasters")] = None,
                      ) -> ForecastOutput:
     """Forecast a kernel's speedup distribution over the 8 bins without measuring it."""
@@ -266,14 +270,14 @@ def forecast_speedup(task: TaskName, source: Source = None, global_size: GlobalS
 
 
 def optimize_kernel(task: TaskName,
-                    budget: Annotated[int, Field(ge=1, le=500, description="hardware measurements to spend")] = 12,
-                    router: Annotated[Router, Field(description="which candidates are measured")] = default("router"),
+                    budget: BudgetArg = 12,
+                    router: RouterArg = default("router"),
                     threshold: Annotated[float, Field(ge=0.0, le=1.0, description="unused, kept for old callers "
                                                                                   "(trust comes from risk)")
                                          ] = default("threshold"),
                     sizes: SizesArg = "full",
-                    forecaster: Annotated[ForecasterName, Field(description="which forecaster")] = DEFAULT_FORECASTER,
-                    generator: Annotated[GeneratorName, Field(description="which generator")] = DEFAULT_GENERATOR,
+                    forecaster: ForecasterArg = DEFAULT_FORECASTER,
+                    generator: GeneratorArg = DEFAULT_GENERATOR,
                     seed: Annotated[int, Field(description="random seed")] = 0,
                     on_event: EventCallback | None = None) -> RunInfo:
     """Optimize a task under a hardware-measurement budget; returns the run (its best kernel is measured)."""
@@ -319,13 +323,13 @@ SessionId = Annotated[str, Field(description="session id from start_session (or 
 
 
 def start_session(task: TaskName,
-                  budget: Annotated[int, Field(ge=1, le=500, description="hardware measurements to spend")] = 12,
-                  router: Annotated[Router, Field(description="which candidates are measured")] = default("router"),
+                  budget: BudgetArg = 12,
+                  router: RouterArg = default("router"),
                   risk: Annotated[float, Field(gt=0.0, lt=1.0, description="selective: tolerated share of false "
                                                                            "prunes among trusted decisions")
                                   ] = default("risk"),
                   sizes: SizesArg = "full",
-                  forecaster: Annotated[ForecasterName, Field(description="which forecaster")] = DEFAULT_FORECASTER,
+                  forecaster: ForecasterArg = DEFAULT_FORECASTER,
                   measure_per_round: Annotated[int, Field(ge=1, le=64, description="at most this many "
                                                                                    "measurements per submission")
                                                ] = default("measure_per_round"),
