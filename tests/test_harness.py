@@ -171,7 +171,12 @@ def test_a_device_restricted_to_fewer_compute_units_leaves_the_host_cores(task: 
     if units < 2:
         pytest.skip(f"the default device {default.name} has {units} compute unit: nothing to leave the host")
     with MeasurementWorker(device=f"{default.index}@{units - 1}") as part:
-        spec = part.start()
+        try:
+            spec = part.start()
+        except WorkerError as exc:
+            if "cannot be partitioned" in str(exc):
+                pytest.skip(f"the default device {default.name} does not support device fission")
+            raise
         m = part.measure(task, task.reference(), SMALL)
     assert spec.compute_units == units - 1
     assert spec.key != whole_key and f"[{units - 1} of {units} compute units]" in spec.name
