@@ -167,6 +167,25 @@ def test_template_neighbours_move_one_or_two_parameters_to_adjacent_values() -> 
             assert abs(params[k].index(c.params[k]) - params[k].index(base[k])) == 1, c.intent
 
 
+@pytest.mark.parametrize("name", ["softmax", "gemv"])
+def test_generic_edits_go_on_the_parent_never_on_an_unmeasured_template_point(name: str) -> None:
+    """A child with template params is exactly that template point; every other child is one generic edit of
+    the parent (a stack "new point + pragma" would change two things and use up the point's identity)."""
+    task = resolve_task(name)
+    space = task.param_space()
+    for parent in (task.reference(), task.instantiate(space[len(space) // 2])):
+        children = OfflineGenerator().propose(task, parent, GenerationContext(seed=2), 32).candidates
+        points = [c for c in children if c.params is not None]
+        generic = [c for c in children if c.params is None]
+        assert points and generic, [c.intent for c in children]
+        for c in points:
+            assert c.hash == task.instantiate(c.params).hash, c.intent
+        prefix = "generic: " if parent.params is None else f"{parent.intent or 'parent'} + "
+        assert all(c.intent.startswith(prefix) and c.parent == parent.hash for c in generic), \
+            [c.intent for c in generic]
+        assert len(points) >= 2 * len(generic)  # the template first: three points per generic edit
+
+
 # ---- never repeat what the store has measured ---------------------------------------------------------
 def _record(store: Store, candidate: Candidate, device: str, speedup: float = 1.0) -> None:
     store.add_candidate(candidate)
