@@ -7,7 +7,9 @@ Rows (each scored on pairs its model never saw):
   forest, task held out            random forest trained on the other tasks
   blend, task held out             prior + forest, mixed by the stacking weight
   blend + N of its own (in-task)   the blend after learning N random measurements of the held-out task,
-                                   scored on the task's other pairs (the situation inside a search)
+                                   scored on the task's other pairs (the situation inside a search); each
+                                   group is drawn --draws times (other N each time) and the rows pooled:
+                                   one draw of 4 points moves ECE by several hundredths
   ... device held out              the same, trained on the other devices only (needs >= 2 devices)
 
 The held-out forest forecasts are written to the store as forecaster "learned-lto", so
@@ -64,7 +66,9 @@ class Held:
         self.forest = LearnedForecaster().fit(self.train, weights)
         keep = {key for key, m in zip(data.keys, train_mask, strict=True) if m}
         history = [(c, m) for c, m in pairs if (m.candidate_hash, m.device) in keep]
-        self.blend = BlendedForecaster(self.forest, self.train, history=history, hardware=devices, tasks=lookup)
+        self.make_blend = lambda: BlendedForecaster(self.forest, self.train, history=history, hardware=devices,
+                                                    tasks=lookup)
+        self.blend = self.make_blend()
         self.prior_only = BlendedForecaster(hardware=devices, tasks=lookup)
 
 
@@ -90,6 +94,7 @@ def main() -> None:
     parser.add_argument("--db", default=str(get_settings().db_path), help="store with the measured pairs")
     parser.add_argument("--seed", action="store_true", help="add the shipped seed dataset (measured on PoCL)")
     parser.add_argument("--own", type=int, default=4, help="measurements of the held-out task the in-task row learns")
+    parser.add_argument("--draws", type=int, default=5, help="random draws of the N taught measurements per group")
     parser.add_argument("--no-store", action="store_true", help="do not write the held-out forecasts")
     args = parser.parse_args()
     console = Console(width=170)
@@ -111,38 +116,41 @@ def main() -> None:
     speeds, truth = np.asarray(data.speedups), np.asarray(data.bins)
     by_key = {(m.candidate_hash, m.device): (c, m) for c, m in pairs}
     rng = np.random.default_rng(0)
-    results: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    results: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # label -> (probs, rows, group of each row)
 
     def run_split(label: str, hold: Callable[[str, str], np.ndarray]) -> None:
         prior, forest, blend = (np.zeros((len(data), 8)) for _ in range(3))
-        own_rows, own_probs, own_kept = [], [], []
+        own_rows, own_probs, own_kept, own_groups = [], [], [], []
         for g in sorted(set(groups)):
             idx = np.flatnonzero(groups == g)
             held = Held(data, pairs, devices, lookup, ~hold(tasks[idx[0]], devs[idx[0]]), devs[idx[0]])
             prior[idx] = group_probs(held.prior_only, lookup, data, idx, devices, "base")
             forest[idx] = group_probs(held.blend, lookup, data, idx, devices, "forest")
             blend[idx] = group_probs(held.blend, lookup, data, idx, devices, "base")
-            if len(idx) > args.own + 1:
+            for draw in range(args.draws if len(idx) > args.own + 1 else 0):
                 taught = set(rng.choice(idx, args.own, replace=False).tolist())
-                held.blend.learn([by_key[data.keys[i]] for i in sorted(taught)], devices)
+                learner = held.make_blend()  # a fresh blend per draw: nothing learned from the last one
+                learner.learn([by_key[data.keys[i]] for i in sorted(taught)], devices)
                 rest = np.array([i for i in idx if i not in taught])
                 own_rows.append(rest)
-                own_probs.append(group_probs(held.blend, lookup, data, rest, devices, "full"))
+                own_probs.append(group_probs(learner, lookup, data, rest, devices, "full"))
                 own_kept.append(max(speeds[i] for i in taught))
+                own_groups.append(np.full(len(rest), f"{g}#{draw}"))
         every = np.arange(len(data))
-        results[f"roofline prior (zero data), {label}"] = (prior, every)
-        results[f"forest, {label}"] = (forest, every)
-        results[f"blend, {label}"] = (blend, every)
+        results[f"roofline prior (zero data), {label}"] = (prior, every, groups)
+        results[f"forest, {label}"] = (forest, every, groups)
+        results[f"blend, {label}"] = (blend, every, groups)
         if own_rows:
             rows = np.concatenate(own_rows)
-            results[f"blend, same rows without learning them, {label}"] = (blend[rows], rows)
-            results[f"blend + {args.own} of its own (in-task), {label}"] = (np.concatenate(own_probs), rows)
+            drawn = np.concatenate(own_groups)  # (group, draw): "recovered" is per task and draw
+            results[f"blend, same rows without learning them, {label}"] = (blend[rows], rows, drawn)
+            results[f"blend + {args.own} of its own (in-task), {label}"] = (np.concatenate(own_probs), rows, drawn)
             searched[label] = (own_rows, own_probs, own_kept)
 
     # per split: the rows left after the 4 taught ones, their forecasts, and the best of the 4 taught (a search
     # keeps what it measured: "recovered after 4" counts the best of those 4 and of the top k % of the rest)
     searched: dict[str, tuple[list[np.ndarray], list[np.ndarray], list[float]]] = {}
-    results["uniform"] = (np.full((len(data), 8), 1 / 8), np.arange(len(data)))
+    results["uniform"] = (np.full((len(data), 8), 1 / 8), np.arange(len(data)), groups)
     run_split("task held out", lambda t, d: tasks == t)
     if len(set(devs)) >= 2:
         run_split("device held out", lambda t, d: devs == d)
@@ -151,9 +159,9 @@ def main() -> None:
     for col in ("forecaster", "n", "accuracy", "within-1", "Brier", "CRPS", "ECE", "AURC",
                 *(f"recovered@{k:g}%" for k in KS)):
         table.add_column(col)
-    for label, (p, rows) in results.items():
+    for label, (p, rows, by_group) in results.items():
         s = summarize(p, truth[rows])
-        rec = recovered(p, speeds[rows], groups[rows])
+        rec = recovered(p, speeds[rows], by_group)
         table.add_row(label, str(len(rows)), f"{s.accuracy:.1%}", f"{s.within_one:.1%}", f"{s.brier_halved:.3f}",
                       f"{s.crps:.3f}", f"{s.ece:.3f}", f"{s.aurc:.3f}", *(f"{rec[k]:.1%}" for k in KS))
     console.print(table)
@@ -167,7 +175,12 @@ def main() -> None:
                 ratios.append(max(kept, picked) / max(kept, speeds[rows].max()))
             console.print(f"{label}: after {args.own} measurements of the task plus the top {k:g} % of the rest by "
                           f"the in-task forecast, best found / best in the task = {np.mean(ratios):.1%} "
-                          f"(mean over {len(ratios)} task-device groups)")
+                          f"(mean over {len(ratios)} task-device groups x draws)")
+        p, rows, drawn = results[f"blend + {args.own} of its own (in-task), {label}"]
+        draw_of = np.array([d.rsplit("#", 1)[1] for d in drawn])
+        eces = [summarize(p[draw_of == d], truth[rows[draw_of == d]]).ece for d in sorted(set(draw_of))]
+        console.print(f"{label}: in-task ECE of each of the {len(eces)} draws alone {min(eces):.3f}-{max(eces):.3f} "
+                      f"(the table pools them)")
     if len(set(devs)) < 2:
         console.print("leave-device-out rows need measured pairs from at least two devices")
     name = sorted(set(data.tasks))[0]
@@ -176,7 +189,7 @@ def main() -> None:
     rate = forecasts_per_second(model, lookup(name), cands, devices[devs[0]])
     console.print(f"forest throughput: {rate:,.0f} forecasts/s ({len(cands)} {name} candidates, one batch)")
     if not args.no_store:
-        forest, _ = results["forest, task held out"]
+        forest = results["forest, task held out"][0]
         for task_name, (key, device_key), p in zip(data.tasks, data.keys, forest, strict=True):
             store.add_forecast(task_name, key, device_key, "learned-lto", "leave-task-out", [float(x) for x in p],
                                int(np.argmax(p)) + 1, float(p.max()), False, "held-out task",
