@@ -34,6 +34,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
+import os
 import random
 import re
 import shutil
@@ -94,6 +96,21 @@ class Space:
     def score_of(self, speedup: float | None) -> float:
         return (speedup or 0.0) / self.optimum
 
+    def near_optimum(self, share: float) -> int:
+        """Distinct kernels within ``share`` of the optimum: how many targets a search at this score has."""
+        return sum(1 for v in self.speedups.values() if v is not None and v >= share * self.optimum)
+
+    def random_median(self, budget: int) -> float:
+        """Exact median score of ``budget`` distinct points drawn uniformly (failed points score 0): the
+        yardstick every search should beat, free of the noise of a 5-seed median (the tools' columns are
+        medians too)."""
+        scores = sorted(self.score_of(v) for v in self.speedups.values())
+        n = len(scores)
+        if budget >= n:
+            return scores[-1]
+        total = math.comb(n, budget)  # P(best of the draw <= the i-th smallest) = C(i + 1, b) / C(n, b)
+        return next(v for i, v in enumerate(scores) if math.comb(i + 1, budget) / total >= 0.5)
+
     def hash_of(self, point: dict[str, Any]) -> str | None:
         wanted = sorted(point.items())
         return next((h for h, p in self.points.items() if sorted(p.items()) == wanted), None)
@@ -139,7 +156,9 @@ def brute_force(task: Task, worker: MeasurementWorker, store: Store, sizes: str,
     store.upsert_task(task)
     store.upsert_device(worker.hardware_spec())
     config = MeasureConfig(sizes=sizes)
-    rows = store.measurements(task=task.name, device=device, sizes=sizes)
+    # the brute force's own rows only: a run's confirmation (another protocol, cached in the same store) must not
+    # move the optimum or a point's score between runs of this script
+    rows = [m for m in store.measurements(task=task.name, device=device, sizes=sizes) if CONFIRM_FLAG not in m.flags]
     have: dict[str, list[Measurement]] = {}
     for m in rows:
         have.setdefault(m.candidate_hash, []).append(m)
@@ -378,17 +397,20 @@ def cell(scores: list[float]) -> str:
 
 
 def table(trials: list[Trial], spaces: dict[str, Space], budgets: list[int], template_only: bool = False) -> str:
-    head = "| space (points) | budget | " + " | ".join(METHODS) + " |"
-    lines = [head, "|" + "---|" * (len(METHODS) + 2)]
+    head = ("| space (points; within 5 % / 10 % of the optimum) | budget | " + " | ".join(METHODS)
+            + " | random sampling, exact median |")
+    lines = [head, "|" + "---|" * (len(METHODS) + 3)]
     for name, space in spaces.items():
         for budget in budgets:
             by = {m: [t for t in trials if t.space == name and t.method == m and t.budget == budget] for m in METHODS}
-            label = f"{Path(name).name} ({len(space.points)})"
+            label = f"{Path(name).name} ({len(space.points)}; {space.near_optimum(0.95)} / {space.near_optimum(0.9)})"
             lines.append(f"| {label} | {budget} | " + " | ".join(
-                cell([t.template_score if template_only else t.score for t in by[m]]) for m in METHODS) + " |")
-            lines.append(f"| {label} | {budget} spent | " + " | ".join(
-                f"{statistics.median([t.spent for t in by[m]]):g}" if by[m] else "-" for m in METHODS) + " |")
-    return "\n".join(lines)
+                cell([t.template_score if template_only else t.score for t in by[m]]) for m in METHODS)
+                + f" | {space.random_median(budget):.1%} |")
+    short = [t for t in trials if t.spent != t.budget]
+    lines.append("" if not short else "\nspent less than the budget: " + "; ".join(
+        f"{t.space} {t.method} b{t.budget} s{t.seed}: {t.spent}" for t in short))
+    return "\n".join(lines).rstrip()
 
 
 def sizes_text(tasks: list[Task], which: str) -> str:
@@ -478,8 +500,8 @@ def main() -> int:
     text = table(trials, spaces, budgets)
     print()
     print(f"Search at small budgets on {spec.key} ({args.sizes} sizes: {sizes_text(tasks, args.sizes)}), "
-          f"{args.seeds} seeds; machine shared and loaded. Median score (min-max); score = harness speedup of "
-          f"the tool's best / of the brute-force optimum")
+          f"{args.seeds} seeds; load average {os.getloadavg()[1]:.1f} over the last 5 min. Median score (min-max); "
+          f"score = harness speedup of the tool's best / of the brute-force optimum")
     print(text)
     template_text = table(trials, spaces, budgets, template_only=True)
     print()
