@@ -32,7 +32,7 @@ from kernelcast.agents.features import candidate_features, context, device_simil
 from kernelcast.agents.forecast import Forecast, Provenance
 from kernelcast.agents.learned_forecaster import LearnedForecaster, TrainingSet
 from kernelcast.agents.roofline_prior import RooflinePrior
-from kernelcast.agents.task_model import TaskModel, task_features
+from kernelcast.agents.task_model import PREDICTIVE_DOF, TaskModel, task_features
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import HardwareSpec, Measurement
 from kernelcast.tools.task import Task, TaskError
@@ -252,15 +252,17 @@ class BlendedForecaster:
         if beliefs is None:
             return [Forecast.from_probabilities(p, prov, task=task.name, candidate_hash=c.hash)
                     for p, c in zip(probs, candidates, strict=True)]
-        mu, sd = beliefs
+        mu, sd, dof = beliefs
         return [Forecast.from_probabilities(p, prov.model_copy(update={"log_speedup_mean": float(m),
-                                                                       "log_speedup_sd": float(s)}),
+                                                                       "log_speedup_sd": float(s),
+                                                                       "log_speedup_dof": dof}),
                                             task=task.name, candidate_hash=c.hash)
                 for p, m, s, c in zip(probs, mu, sd, candidates, strict=True)]
 
     def _distributions(self, task: Task, candidates: Sequence[Candidate], hw: HardwareSpec
-                       ) -> tuple[np.ndarray, str, tuple[np.ndarray, np.ndarray] | None]:
-        """Bin distributions, the layer that made them, and (mean, sd) of ln S where that layer is Gaussian."""
+                       ) -> tuple[np.ndarray, str, tuple[np.ndarray, np.ndarray, float | None] | None]:
+        """Bin distributions, the layer that made them, and (mean, sd, Student-t dof or None for a normal) of
+        ln S where that layer has a continuous belief."""
         entry = self._task_data(task, hw)
         if entry.model is None and entry.rows():
             self._fit_task(entry)
@@ -268,10 +270,11 @@ class BlendedForecaster:
             probs = self.base(task, candidates, hw)
             if self.stack_weight(hw) > 0:
                 return probs, "blend", None
-            return probs, "prior", self.prior(task, candidates, hw)
+            return probs, "prior", (*self.prior(task, candidates, hw), None)
         feats, mean, _ = self._task_inputs(task, candidates, hw)
         mu, sd = entry.model.predict(feats, mean)
-        return lognormal_bins(mu, sd).reshape(len(candidates), -1), "in-task", (mu, sd)
+        probs = lognormal_bins(mu, sd, PREDICTIVE_DOF).reshape(len(candidates), -1)
+        return probs, "in-task", (mu, sd, PREDICTIVE_DOF)
 
 
 __all__ = ["BlendedForecaster", "PRIOR_SHRINK", "PRIOR_SIGMA"]

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy.stats import norm
+from scipy.stats import t as student_t
 
 from kernelcast.agents.bins import EDGES, NUM_BINS
 
@@ -24,15 +26,42 @@ LOG_UPPER = np.concatenate([LOG_EDGES, [math.log(16.0)]])
 MIN_SIGMA = 0.05
 
 
-def lognormal_bins(mu: float | np.ndarray, sigma: float | np.ndarray) -> np.ndarray:
-    """Bin probabilities of log S ~ Normal(mu, sigma): shape (8,) or (N, 8) for arrays."""
+def _standard(dof: float | None) -> tuple[Any, float]:
+    """The standardized distribution of a belief and the factor from its sd to its scale: a Student-t of
+    ``dof`` degrees of freedom with the belief's variance (dof > 2), or the normal (None)."""
+    if dof is None:
+        return norm, 1.0
+    if dof <= 2:
+        raise ValueError(f"a Student-t belief needs more than 2 degrees of freedom for a finite sd, got {dof}")
+    return student_t(dof), math.sqrt((dof - 2) / dof)
+
+
+def lognormal_bins(mu: float | np.ndarray, sigma: float | np.ndarray, dof: float | None = None) -> np.ndarray:
+    """Bin probabilities of log S with mean mu and sd sigma, normal or (``dof``) Student-t: shape (8,) or (N, 8)."""
+    dist, to_scale = _standard(dof)
     mu_a = np.atleast_1d(np.asarray(mu, dtype=np.float64))
-    sd = np.maximum(np.broadcast_to(np.asarray(sigma, dtype=np.float64), mu_a.shape), MIN_SIGMA)
-    cdf = norm.cdf((LOG_EDGES[None, :] - mu_a[:, None]) / sd[:, None])
+    sd = np.maximum(np.broadcast_to(np.asarray(sigma, dtype=np.float64), mu_a.shape), MIN_SIGMA) * to_scale
+    cdf = dist.cdf((LOG_EDGES[None, :] - mu_a[:, None]) / sd[:, None])
     full = np.concatenate([np.zeros((len(mu_a), 1)), cdf, np.ones((len(mu_a), 1))], axis=1)
     probs = np.clip(np.diff(full, axis=1), 1e-9, None)
     probs /= probs.sum(axis=1, keepdims=True)
     return probs[0] if np.ndim(mu) == 0 else probs
+
+
+def belief_above(log_threshold: float, mu: float, sigma: float, dof: float | None = None) -> float:
+    """P(log S > log_threshold) under a continuous belief (normal, or Student-t with ``dof``)."""
+    dist, to_scale = _standard(dof)
+    return float(dist.sf((log_threshold - mu) / (sigma * to_scale)))
+
+
+def belief_gain(log_threshold: float, mu: float, sigma: float, dof: float | None = None) -> float:
+    """E[(log S - log_threshold)+] under a continuous belief: the expected improvement in ln S."""
+    dist, to_scale = _standard(dof)
+    scale = sigma * to_scale
+    z = (log_threshold - mu) / scale
+    if dof is None:
+        return float(scale * norm.pdf(z) - scale * z * norm.sf(z))
+    return float(scale * ((dof + z * z) / (dof - 1) * dist.pdf(z) - z * dist.sf(z)))
 
 
 def prob_above(probabilities: Sequence[float] | np.ndarray, threshold: float) -> float:
@@ -56,7 +85,7 @@ def moments(probabilities: Sequence[float] | np.ndarray) -> tuple[float, float]:
     return mean, math.sqrt(max(second - mean * mean, 0.0))
 
 
-__all__ = ["expected_gain", "lognormal_bins", "moments", "prob_above"]
+__all__ = ["belief_above", "belief_gain", "expected_gain", "lognormal_bins", "moments", "prob_above"]
 
 
 def expected_gain(probabilities: Sequence[float] | np.ndarray, threshold: float) -> float:

@@ -46,6 +46,7 @@ class Provenance(BaseModel):
     # (or below 0.25x) a kernel lands, and a router comparing with a 15x incumbent needs exactly that
     log_speedup_mean: float | None = None
     log_speedup_sd: float | None = None
+    log_speedup_dof: float | None = None  # degrees of freedom when that belief is a Student-t (None: normal)
 
 
 class Forecast(BaseModel):

@@ -41,6 +41,11 @@ from kernelcast.agents.features import Features
 NOISE_PRIOR_WEIGHT = 10.0
 SCALE_PRIOR_WEIGHT = 4.0  # pseudo-observations of "well calibrated" in the LOO spread factor
 MIN_NOISE = 0.15  # ln S: repeated measurements of one kernel spread about this much on a loaded CPU
+# the predictive is a Student-t of this many degrees of freedom with the model's sd, not a normal: residuals of
+# a fit to a handful of a new kernel's measurements are peaked with heavy tails (most candidates land near the
+# corrected level, a few far off). forecaster_bench (seed dataset, 5 draws of 4 taught measurements per task,
+# task held out): normal ECE 0.062 / CRPS 0.112 / within-1 61 %, t(3) 0.049 / 0.108 / 70 %; same mean, same ranking
+PREDICTIVE_DOF = 3.0
 PRIOR_SCALES = {"level": 1.0, "base": 1.0}  # prior sd of the intercept and of the base-mean slope
 FEATURE_SCALE = 0.1  # prior sd of every other (standardized) feature's weight
 _EDIT_LABEL = re.compile(r"[A-Za-z][A-Za-z \-]*[A-Za-z]")
@@ -151,4 +156,4 @@ def _loo_spread_factor(Phi: np.ndarray, target: np.ndarray, prior_var: np.ndarra
     return math.sqrt((SCALE_PRIOR_WEIGHT + float(np.sum(z2))) / (SCALE_PRIOR_WEIGHT + n))
 
 
-__all__ = ["TaskModel", "edit_features", "task_features"]
+__all__ = ["PREDICTIVE_DOF", "TaskModel", "edit_features", "task_features"]

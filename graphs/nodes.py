@@ -279,7 +279,8 @@ class SearchNodes:
                                       expected_bin=sum((i + 1) * p for i, p in enumerate(probs)), failed=fc["failed"],
                                       probabilities=tuple(probs), incumbent=incumbent,
                                       log_mean=beliefs[key].log_speedup_mean if key in beliefs else None,
-                                      log_sd=beliefs[key].log_speedup_sd if key in beliefs else None))
+                                      log_sd=beliefs[key].log_speedup_sd if key in beliefs else None,
+                                      log_dof=beliefs[key].log_speedup_dof if key in beliefs else None))
         trust, audits = TrustThresholds(risk=ctx.config.risk), 0
         if ctx.config.router_spec.certifies_trust:
             trust = fit_thresholds(calibration_rows(ctx.store, ctx.hardware.key), ctx.config.risk)

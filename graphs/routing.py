@@ -20,10 +20,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from scipy.stats import norm
-
 from kernelcast.agents.bins import EDGES
-from kernelcast.agents.distributions import expected_gain, prob_above
+from kernelcast.agents.distributions import belief_above, belief_gain, expected_gain, prob_above
 from kernelcast.agents.risk_control import TrustThresholds
 
 Decision = Literal["measure", "accept", "prune", "drop"]
@@ -43,6 +41,7 @@ class RoutingInput:
     incumbent: float = 1.0  # the speedup to beat: the best measured so far (1.0: the reference)
     log_mean: float | None = None  # the forecaster's continuous belief about ln S, when it has one
     log_sd: float | None = None
+    log_dof: float | None = None  # Student-t degrees of freedom of that belief (None: normal)
 
     @property
     def continuous(self) -> bool:
@@ -56,7 +55,8 @@ class RoutingInput:
         if self.failed or len(self.probabilities) != 8:
             return None
         if self.continuous:
-            return float(norm.sf((math.log(self.incumbent) - self.log_mean) / self.log_sd))  # type: ignore[operator]
+            assert self.log_mean is not None and self.log_sd is not None
+            return belief_above(math.log(self.incumbent), self.log_mean, self.log_sd, self.log_dof)
         if not EDGES[0] <= self.incumbent <= EDGES[-1]:
             return None
         return prob_above(self.probabilities, self.incumbent)
@@ -66,8 +66,7 @@ class RoutingInput:
         """Expected improvement over the incumbent in ln S (the expected log-speedup without a distribution)."""
         if self.continuous:
             assert self.log_mean is not None and self.log_sd is not None
-            z = (math.log(self.incumbent) - self.log_mean) / self.log_sd
-            return float(self.log_sd * norm.pdf(z) + (self.log_mean - math.log(self.incumbent)) * norm.sf(z))
+            return belief_gain(math.log(self.incumbent), self.log_mean, self.log_sd, self.log_dof)
         if len(self.probabilities) != 8:
             return self.expected_log_speedup
         return expected_gain(self.probabilities, self.incumbent)

@@ -4,13 +4,17 @@ forecasts from the first round and `learn` events from the first measurements (r
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
 import pytest
 
 from kernelcast.agents.device_probe import PROBE
+from kernelcast.agents.distributions import belief_above
+from kernelcast.agents.forecast import Provenance
 from kernelcast.agents.learned_forecaster import task_lookup, training_set
+from kernelcast.agents.task_model import PREDICTIVE_DOF
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunEnv
 from kernelcast.graphs.run import start_run
@@ -52,6 +56,18 @@ def test_fresh_store_path_task_is_forecast_from_the_first_round_and_learns(tmp_p
 
     records = [RouteRecord.model_validate(e.payload) for e in events if e.kind == "route"]
     assert all(r.p_beat is not None and r.incumbent is not None and r.incumbent >= 1.0 for r in records)
+    # after the first measurements the in-task layer forecasts, with a Student-t belief, and the router's
+    # P(beat) is read from that very belief (not from a normal of the same sd)
+    beliefs = {r.candidate_hash: Provenance.model_validate(r.provenance) for r in forecasts}
+    in_task = [(e, beliefs[e.candidate_hash]) for e in events if e.kind == "route"
+               and e.candidate_hash in beliefs and beliefs[e.candidate_hash].mode == "in-task"]
+    assert in_task, "no in-task forecast was routed after the first measurements"
+    for event, belief in in_task:
+        record = RouteRecord.model_validate(event.payload)
+        assert belief.log_speedup_dof == PREDICTIVE_DOF
+        assert belief.log_speedup_mean is not None and belief.log_speedup_sd is not None
+        assert record.p_beat == pytest.approx(belief_above(math.log(record.incumbent), belief.log_speedup_mean,
+                                                           belief.log_speedup_sd, PREDICTIVE_DOF), abs=1e-6)
     summary = trust_summary(store, result.run_id, risk=config.risk)
     assert summary.informative_forecasts == summary.forecasts == len(forecasts)
     assert summary.considered == summary.considered_all == result.considered

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from kernelcast.agents.bins import EDGES
-from kernelcast.agents.distributions import expected_gain, lognormal_bins, moments, prob_above
+from kernelcast.agents.distributions import (belief_above, belief_gain, expected_gain, lognormal_bins, moments,
+                                             prob_above)
 from kernelcast.agents.risk_control import (CalibrationRow, TrustThresholds, clopper_pearson_interval,
                                             clopper_pearson_upper, fit_thresholds)
 from kernelcast.graphs.routing import RoutingInput, SelectiveRouter, audit_draw
@@ -35,6 +36,34 @@ def test_lognormal_bins_and_moments_agree() -> None:
     assert mean == pytest.approx(math.log(2.5), abs=0.15) and 0.2 < sd < 0.6
     many = lognormal_bins(np.array([-1.0, 0.0, 1.0]), np.array([0.4, 0.4, 0.4]))
     assert many.shape == (3, 8) and np.allclose(many.sum(axis=1), 1.0)
+
+
+@pytest.mark.parametrize("dof", [None, 3.0, 6.0])
+def test_continuous_beliefs_tail_and_gain_match_numeric_integration(dof: float | None) -> None:
+    """P(S > u) and E[(ln S - ln u)+] of a normal or Student-t belief (sd-matched) against quadrature."""
+    from scipy import integrate, stats
+
+    mu, sd = math.log(1.5), 0.7
+    dist = stats.norm(mu, sd) if dof is None else stats.t(dof, mu, sd * math.sqrt((dof - 2) / dof))
+    assert dist.std() == pytest.approx(sd)
+    for u in (0.5, 1.0, 2.0, 6.0):
+        c = math.log(u)
+        gain, _ = integrate.quad(lambda x, c=c: (x - c) * dist.pdf(x), c, math.inf)
+        assert belief_above(c, mu, sd, dof) == pytest.approx(dist.sf(c), rel=1e-9)
+        assert belief_gain(c, mu, sd, dof) == pytest.approx(gain, rel=1e-6, abs=1e-12)
+    bins = lognormal_bins(mu, sd, dof)
+    assert bins.sum() == pytest.approx(1.0)
+    assert bins[4:].sum() == pytest.approx(dist.sf(0.0), abs=1e-6)  # bins 5-8 hold S > 1 (edges .25 .5 .71 1 ...)
+    if dof is not None:  # a sharper middle and heavier far tails than the normal of the same sd
+        def central(d: float | None) -> float:
+            return belief_above(mu - sd / 2, mu, sd, d) - belief_above(mu + sd / 2, mu, sd, d)
+
+        assert central(dof) > central(None)
+        far = mu + 3.5 * sd
+        assert belief_above(far, mu, sd, dof) > belief_above(far, mu, sd) and belief_gain(far, mu, sd, dof) > \
+            belief_gain(far, mu, sd)
+    with pytest.raises(ValueError, match="more than 2 degrees"):
+        belief_above(0.0, mu, sd, 2.0)
 
 
 def test_expected_gain_falls_as_the_incumbent_rises() -> None:
