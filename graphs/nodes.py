@@ -349,6 +349,16 @@ class SearchNodes:
             self.ctx.emit(ev.Verify(predicted_bin=predicted, measured_bin=result.bin(),
                                     forecast_right=predicted == result.bin()), candidate_hash=key)
             best, to_best = self._track_best(nodes, key, best, to_best)
+        if generator_ran_dry(state):  # budget left and nothing new to propose: the best untried go next
+            for key in self.leftovers(nodes):
+                if self.spent() >= self.ctx.config.budget - confirm_reserve:
+                    break
+                result = self._measure(nodes, key, "search")
+                if result is None:
+                    break
+                nodes[key]["outcome"] = "measured" if result.ok else "failed"
+                nodes[key]["reason"] = "measured after the generator ran dry"
+                best, to_best = self._track_best(nodes, key, best, to_best)
         for key in top_measured(nodes, confirm_top):
             first = nodes[key]["speedup"]
             result = self._measure(nodes, key, "confirm")
@@ -361,6 +371,15 @@ class SearchNodes:
             self.noise_floor()
         return {"nodes": nodes.changes(), "best": best, "measurements_to_best": to_best,
                 "finished": True, "stop_reason": self.stop_reason(state)}
+
+    def leftovers(self, nodes: Mapping[str, NodeRecord]) -> list[str]:
+        """Unmeasured children pruned or dropped for want of budget, not by a trusted forecast (those stay
+        trusted decisions), most promising first."""
+        trusted = {e.candidate_hash for e in self.ctx.store.events(self.ctx.run_id, kind="route")
+                   if ev.Route.model_validate(e.payload).trusted_as}
+        return sorted((k for k, n in nodes.items() if n["outcome"] in ("pruned", "dropped") and n["speedup"] is None
+                       and n["forecast"] is not None and k not in trusted),
+                      key=lambda k: -expected_log_speedup(nodes[k]))
 
     def noise_floor(self) -> Measurement | None:
         """The reference measured against itself with the confirmation protocol, once per task, device and
@@ -416,6 +435,11 @@ class SearchNodes:
     def progress(self, nodes: Mapping[str, NodeRecord], best: str | None) -> ev.Progress:
         return ev.Progress(spent=self.spent(), budget=self.ctx.config.budget, considered=len(nodes) - 1,
                            counts=outcome_counts(nodes), best_speedup=nodes[best]["speedup"] if best else None)
+
+
+def generator_ran_dry(state: SearchState) -> bool:
+    """The loop ended because the generator had nothing new (not for the budget, a limit or an error)."""
+    return state.get("empty_rounds", 0) >= 3 or state.get("stop_reason") == "nothing left to expand"
 
 
 def should_measure(state: SearchState) -> str:

@@ -5,6 +5,7 @@ counts those as measurements, not as trusted decisions or audits."""
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from kernelcast.graphs.routing import RoutingInput, SelectiveRouter
 from kernelcast.graphs.run import start_run
 from kernelcast.graphs.trust import RouteRecord, trust_summary
 from kernelcast.tools.store import Store
+from kernelcast.tools.task import BUILTIN_DIR
 
 PRUNE_EVERYTHING = TrustThresholds(prune_below=0.3, accept_above=None, n_calibration=100)
 
@@ -106,3 +108,28 @@ def test_small_budgets_confirm_one_winner_per_eight_measurements() -> None:
     assert [confirmations(RunConfig(task="saxpy", budget=b)) for b in (4, 8, 16, 24, 100)] == [1, 1, 2, 3, 3]
     assert confirmations(RunConfig(task="saxpy", budget=24, confirm_top=0)) == 0
     assert confirmations(RunConfig(task="saxpy", budget=100, confirm_top=5)) == 5
+
+
+def test_when_the_generator_runs_dry_the_budget_goes_to_the_best_untried_children(tmp_path: Path) -> None:
+    """A space smaller than the budget: once the generator has nothing new, the children left unmeasured for
+    want of budget (not trusted prunes) are measured, best forecast first, before the confirmations; before,
+    the run stopped after "3 rounds without a new candidate" with most of them never tried."""
+    folder = tmp_path / "tiny_saxpy"
+    shutil.copytree(BUILTIN_DIR / "saxpy", folder)
+    toml = folder / "task.toml"
+    text = toml.read_text().replace('name = "saxpy"', 'name = "tiny_saxpy"')
+    text = text.replace("VEC = [1, 2, 4, 8]", "VEC = [2, 4]").replace("COARSEN = [1, 2, 4, 8]", "COARSEN = [1]")
+    toml.write_text(text.replace("WG = [16, 64, 256, 1024]", "WG = [64]"))
+    store = Store(tmp_path / "k.db")
+    config = RunConfig(task=str(toml), budget=40, router="selective", sizes="small", measure_per_round=2)
+    result = start_run(config, store, RunEnv(tmp_path, measure_timeout_s=60))
+
+    events = store.events(result.run_id)
+    last_generated = max(e.seq for e in events if e.kind == "generated")
+    after = [e for e in events if e.kind == "spend" and e.seq > last_generated and e.payload["phase"] == "search"]
+    assert after, f"nothing was measured after the generator ran dry: {result.stop_reason}"
+    routed = {e.candidate_hash: RouteRecord.model_validate(e.payload) for e in events if e.kind == "route"}
+    measured = {m.candidate_hash for m in store.measurements(run_id=result.run_id)}
+    untried = [k for k, r in routed.items() if k not in measured and not r.trusted_as]
+    assert not untried or result.spent == config.budget, (len(untried), result.stop_reason)
+    assert result.spent > len(after) and result.best_hash is not None
