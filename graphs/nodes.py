@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kernelcast.agents.forecast import Forecast, LearnsFromMeasurements, record_forecast
@@ -337,12 +337,7 @@ class SearchNodes:
                           key=lambda k: -expected_log_speedup(nodes[k]))
         confirm_top = confirmations(self.ctx.config)
         confirm_reserve = min(confirm_top, len(top_measured(nodes, confirm_top)))
-        for key in accepted:
-            if self.spent() >= self.ctx.config.budget - confirm_reserve:
-                break
-            result = self._measure(nodes, key, "verify")
-            if result is None:
-                break
+        for key, result in self._measure_within(nodes, accepted, "verify", confirm_reserve):
             nodes[key]["outcome"] = "verified" if result.ok else "failed"
             forecast = nodes[key]["forecast"]
             predicted = forecast["predicted_bin"] if forecast is not None else None
@@ -350,12 +345,7 @@ class SearchNodes:
                                     forecast_right=predicted == result.bin()), candidate_hash=key)
             best, to_best = self._track_best(nodes, key, best, to_best)
         if generator_ran_dry(state):  # budget left and nothing new to propose: the best untried go next
-            for key in self.leftovers(nodes):
-                if self.spent() >= self.ctx.config.budget - confirm_reserve:
-                    break
-                result = self._measure(nodes, key, "search")
-                if result is None:
-                    break
+            for key, result in self._measure_within(nodes, self.leftovers(nodes), "search", confirm_reserve):
                 nodes[key]["outcome"] = "measured" if result.ok else "failed"
                 nodes[key]["reason"] = "measured after the generator ran dry"
                 best, to_best = self._track_best(nodes, key, best, to_best)
@@ -371,6 +361,17 @@ class SearchNodes:
             self.noise_floor()
         return {"nodes": nodes.changes(), "best": best, "measurements_to_best": to_best,
                 "finished": True, "stop_reason": self.stop_reason(state)}
+
+    def _measure_within(self, nodes: TreeEdit, keys: list[str], phase: str, reserve: int
+                        ) -> Iterator[tuple[str, Measurement]]:
+        """Measure ``keys`` in order while more than ``reserve`` of the budget is left (and the ledger agrees)."""
+        for key in keys:
+            if self.spent() >= self.ctx.config.budget - reserve:
+                return
+            result = self._measure(nodes, key, phase)
+            if result is None:
+                return
+            yield key, result
 
     def leftovers(self, nodes: Mapping[str, NodeRecord]) -> list[str]:
         """Unmeasured children pruned or dropped for want of budget, not by a trusted forecast (those stay
