@@ -351,12 +351,12 @@ class SearchNodes:
                 best, to_best = self._track_best(nodes, key, best, to_best)
         for key in top_measured(nodes, confirm_top):
             first = nodes[key]["speedup"]
-            result = self._measure(nodes, key, "confirm")
-            if result is None:
+            again = self._measure(nodes, key, "confirm")
+            if again is None:
                 break
-            self.ctx.emit(ev.Confirm(first=first, confirmed=result.speedup if result.ok else None,
-                                     interval=list(result.speedup_ci) if result.speedup_ci else None,
-                                     status=result.status.value), candidate_hash=key)
+            self.ctx.emit(ev.Confirm(first=first, confirmed=again.speedup if again.ok else None,
+                                     interval=list(again.speedup_ci) if again.speedup_ci else None,
+                                     status=again.status.value), candidate_hash=key)
         if any(n["confirmed"] for n in nodes.values()):
             self.noise_floor()
         return {"nodes": nodes.changes(), "best": best, "measurements_to_best": to_best,
