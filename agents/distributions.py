@@ -59,9 +59,8 @@ def belief_gain(log_threshold: float, mu: float, sigma: float, dof: float | None
     dist, to_scale = _standard(dof)
     scale = sigma * to_scale
     z = (log_threshold - mu) / scale
-    if dof is None:
-        return float(scale * norm.pdf(z) - scale * z * norm.sf(z))
-    return float(scale * ((dof + z * z) / (dof - 1) * dist.pdf(z) - z * dist.sf(z)))
+    tail = 1.0 if dof is None else (dof + z * z) / (dof - 1)  # E[(T - z)+] = tail * pdf(z) - z * sf(z)
+    return float(scale * (tail * dist.pdf(z) - z * dist.sf(z)))
 
 
 def prob_above(probabilities: Sequence[float] | np.ndarray, threshold: float) -> float:

@@ -66,10 +66,14 @@ class Held:
         self.forest = LearnedForecaster().fit(self.train, weights)
         keep = {key for key, m in zip(data.keys, train_mask, strict=True) if m}
         history = [(c, m) for c, m in pairs if (m.candidate_hash, m.device) in keep]
-        self.make_blend = lambda: BlendedForecaster(self.forest, self.train, history=history, hardware=devices,
-                                                    tasks=lookup)
-        self.blend = self.make_blend()
+        self.history, self.devices, self.lookup = history, devices, lookup
+        self.blend = self.fresh_blend()
         self.prior_only = BlendedForecaster(hardware=devices, tasks=lookup)
+
+    def fresh_blend(self) -> BlendedForecaster:
+        """The held-out blend with nothing learned in-task (the forest is shared, it is the costly part)."""
+        return BlendedForecaster(self.forest, self.train, history=self.history, hardware=self.devices,
+                                 tasks=self.lookup)
 
 
 def group_probs(model: BlendedForecaster, lookup: Callable, data: TrainingSet, idx: np.ndarray, devices: dict,
@@ -129,7 +133,7 @@ def main() -> None:
             blend[idx] = group_probs(held.blend, lookup, data, idx, devices, "base")
             for draw in range(args.draws if len(idx) > args.own + 1 else 0):
                 taught = set(rng.choice(idx, args.own, replace=False).tolist())
-                learner = held.make_blend()  # a fresh blend per draw: nothing learned from the last one
+                learner = held.fresh_blend()  # a fresh blend per draw: nothing learned from the last one
                 learner.learn([by_key[data.keys[i]] for i in sorted(taught)], devices)
                 rest = np.array([i for i in idx if i not in taught])
                 own_rows.append(rest)

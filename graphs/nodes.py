@@ -26,6 +26,8 @@ from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import Measurement, MeasureConfig
 from kernelcast.tools.measurer import REPLAY_MISSING_FLAG
 
+MAX_EMPTY_ROUNDS = 3  # expansions in a row without a new candidate before the search loop ends
+
 
 def new_node(candidate: Candidate, parent: str | None, depth: int, iteration: int,
              outcome: str = "pending") -> NodeRecord:
@@ -417,7 +419,7 @@ class SearchNodes:
         if not why:
             if cfg.max_device_seconds is not None and self.device_seconds() >= cfg.max_device_seconds:
                 why = f"device-time limit of {cfg.max_device_seconds:g} s reached"
-            elif state.get("empty_rounds", 0) >= 3:
+            elif state.get("empty_rounds", 0) >= MAX_EMPTY_ROUNDS:
                 why = f"{state.get('empty_rounds', 0)} rounds without a new candidate"
             elif state.get("iteration", 0) >= cfg.rounds_limit:
                 why = f"round limit of {cfg.rounds_limit} reached"
@@ -440,7 +442,7 @@ class SearchNodes:
 
 def generator_ran_dry(state: SearchState) -> bool:
     """The loop ended because the generator had nothing new (not for the budget, a limit or an error)."""
-    return state.get("empty_rounds", 0) >= 3 or state.get("stop_reason") == "nothing left to expand"
+    return state.get("empty_rounds", 0) >= MAX_EMPTY_ROUNDS or state.get("stop_reason") == "nothing left to expand"
 
 
 def should_measure(state: SearchState) -> str:
@@ -457,7 +459,7 @@ def budget_check(nodes_impl: SearchNodes):  # noqa: ANN201 - returns the conditi
             return "finish"
         if nodes_impl.loop_allowance(state) <= 0:
             return "finish"
-        if state["iteration"] >= cfg.rounds_limit or state.get("empty_rounds", 0) >= 3:
+        if state["iteration"] >= cfg.rounds_limit or state.get("empty_rounds", 0) >= MAX_EMPTY_ROUNDS:
             return "finish"
         return "continue"
 
