@@ -78,7 +78,7 @@ class BlendedForecaster:
         for cand, m in history:
             if m.ok:
                 self._history.setdefault((m.task, m.device), []).append((cand, m))
-        self._tasks: dict[tuple[str, str], _TaskData] = {}
+        self._tasks: dict[tuple[str, str, str], _TaskData] = {}
         self._bandwidths: dict[str, Bandwidth] = {}
         self._stack: dict[str, float] = {}
         self.n_run = 0
@@ -181,9 +181,12 @@ class BlendedForecaster:
 
     # ---- in-task learning ---------------------------------------------------------------
     def _task_data(self, task: Task, hw: HardwareSpec) -> _TaskData:
-        key = (task.name, hw.key)
+        """The in-task data of (task, device, size set): a run at small sizes learns from small-size rows only
+        (the store's history is full-size)."""
+        key = (task.name, hw.key, task.measured_at)
         if key not in self._tasks:
-            self._tasks[key] = _TaskData(task, hw, list(self._history.get(key, [])), [])
+            history = self._history.get((task.name, hw.key), []) if task.measured_at == "full" else []
+            self._tasks[key] = _TaskData(task, hw, list(history), [])
         entry = self._tasks[key]
         entry.task, entry.hardware = task, hw
         return entry
@@ -214,16 +217,16 @@ class BlendedForecaster:
     def learn(self, pairs: Pairs, hardware: Mapping[str, HardwareSpec]) -> bool:
         """Take a run's measured pairs (all so far); refit the in-task models they touch. Returns whether
         anything changed (the same history again is a no-op, so callers may pass it every time)."""
-        grouped: dict[tuple[str, str], list[tuple[Candidate, Measurement]]] = {}
+        grouped: dict[tuple[str, str, str], list[tuple[Candidate, Measurement]]] = {}
         for cand, m in pairs:
             if m.ok and m.device in hardware:
-                grouped.setdefault((m.task, m.device), []).append((cand, m))
+                grouped.setdefault((m.task, m.device, m.sizes), []).append((cand, m))
         changed = False
-        for (name, device), rows in grouped.items():
+        for (name, device, sizes), rows in grouped.items():
             task = self._task(name)
             if task is None:
                 continue
-            entry = self._task_data(task, hardware[device])
+            entry = self._task_data(task.at_sizes("small" if sizes == "small" else "full"), hardware[device])
             if sorted((c.hash, m.speedup) for c, m in rows) == sorted((c.hash, m.speedup) for c, m in entry.run):
                 continue
             entry.run = rows
@@ -239,7 +242,7 @@ class BlendedForecaster:
     def forecast_many(self, task: Task, candidates: Sequence[Candidate], hardware: HardwareSpec) -> list[Forecast]:
         if not candidates:
             return []
-        self.known[task.name] = task
+        self.known[task.name] = task.at_sizes("full")  # a view's measurements find it again through at_sizes
         start = time.perf_counter()
         try:
             probs, mode, beliefs = self._distributions(task, candidates, hardware)

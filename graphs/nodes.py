@@ -239,7 +239,9 @@ class SearchNodes:
         keys = state["children"]
         cands = [ctx.store.candidate(k) for k in keys]
         try:
-            forecasts = ctx.forecaster.forecast_many(ctx.task, cands, ctx.hardware)  # type: ignore[arg-type]
+            # forecasts for the problem the run measures (a run at small sizes: the small one)
+            forecasts = ctx.forecaster.forecast_many(ctx.task.at_sizes(ctx.config.sizes), cands,  # type: ignore[arg-type]
+                                                     ctx.hardware)
         except Exception as exc:  # noqa: BLE001 - a failed forecast is deferred, never fatal
             forecasts = [Forecast.uninformative(f"{type(exc).__name__}: {exc}", getattr(ctx.forecaster, "name", "?"))
                          for _ in keys]

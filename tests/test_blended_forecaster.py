@@ -11,9 +11,9 @@ import pytest
 from kernelcast.agents.blended_forecaster import BlendedForecaster
 from kernelcast.agents.factory import SEED_DATASET, learned_forecaster
 from kernelcast.agents.features import device_similarity
-from kernelcast.tools.measurement import HardwareSpec
+from kernelcast.tools.measurement import HardwareSpec, Measurement, Status
 from kernelcast.tools.store import Store
-from kernelcast.tools.task import resolve_task
+from kernelcast.tools.task import Task, resolve_task
 
 GPU = HardwareSpec(backend="cuda", platform="cuda", name="big gpu", device_type="GPU", compute_units=132,
                    clock_mhz=1980, global_cache_bytes=50 * 2**20, local_mem_bytes=228 * 2**10)
@@ -58,3 +58,26 @@ def test_without_a_store_the_prior_still_forecasts(seed_device: HardwareSpec, tm
     task = resolve_task("gemv")
     forecasts = model.forecast_many(task, [task.reference(), task.instantiate(task.param_space()[5])], seed_device)
     assert not any(f.failed for f in forecasts) and forecasts[0].provenance.mode == "prior"
+
+
+def test_a_run_at_small_sizes_is_forecast_and_taught_at_small_sizes(seed_device: HardwareSpec, tmp_path: Path) -> None:
+    """A search at small sizes measures the small problem: its forecasts are for that problem (the prior reads
+    the view's sizes), and its measurements teach the small-size in-task model, never the full-size one."""
+    model = learned_forecaster(None, None, seed_path=tmp_path / "absent.jsonl.gz")
+    task = resolve_task("gemv")
+    small = task.at_sizes("small")
+    assert small.sizes("full") == task.sizes("small") != task.sizes("full")
+    assert small.at_sizes("full") is task and task.at_sizes("full") is task
+    cands = [task.instantiate(p) for p in task.param_space()[:12]]
+
+    def means(view: Task) -> list[float]:
+        return [f.provenance.log_speedup_mean or 0.0 for f in model.forecast_many(view, cands, seed_device)]
+
+    full_before, small_before = means(task), means(small)
+    assert full_before != small_before  # the prior sees another problem size
+    pairs = [(c, Measurement(task="gemv", candidate_hash=c.hash, device=seed_device.key, sizes="small",
+                             status=Status.correct, speedup=20.0)) for c in cands[:3]]
+    assert model.learn(pairs, {seed_device.key: seed_device})
+    small_after = model.forecast_many(small, cands, seed_device)
+    assert small_after[5].provenance.mode == "in-task" and small_after[5].provenance.log_speedup_mean > max(small_before)
+    assert means(task) == full_before  # the full-size problem learned nothing from small-size measurements

@@ -12,6 +12,7 @@ import pytest
 
 from kernelcast.agents.device_probe import PROBE
 from kernelcast.agents.distributions import belief_above
+from kernelcast.agents.factory import learned_forecaster
 from kernelcast.agents.forecast import Provenance
 from kernelcast.agents.learned_forecaster import task_lookup, training_set
 from kernelcast.agents.task_model import PREDICTIVE_DOF
@@ -84,3 +85,17 @@ def test_fresh_store_path_task_is_forecast_from_the_first_round_and_learns(tmp_p
     pairs = store.measured_pairs(device=result.device, sizes="small")
     rows = training_set(pairs, task_lookup(store))
     assert len(rows) == sum(1 for _, m in pairs if m.ok) > 0 and not rows.skipped["unknown task"]
+
+    # the first round was forecast for the problem this run measures (small sizes), not for the full-size one
+    task = resolve_task(str(own_task))
+    first = [e.candidate_hash for e in events[:first_spend] if e.kind == "route"]
+    cands = [store.candidate(h) for h in first]
+    recorded = {r.candidate_hash: r.probabilities for r in forecasts}
+    fresh = learned_forecaster(store, result.device)
+    hw = store.devices()[result.device]
+    at_small = fresh.forecast_many(task.at_sizes("small"), cands, hw)
+    at_full = fresh.forecast_many(task, cands, hw)
+    def gap(made: list) -> float:
+        return max(abs(a - b) for f, h in zip(made, first) for a, b in zip(f.probabilities, recorded[h]))
+
+    assert gap(at_small) < 1e-9 and gap(at_full) > 1e-3

@@ -217,6 +217,23 @@ class Task:
         self.source = source
         self.template_source = template_source
         self._space: list[dict[str, Any]] | None = None
+        self.measured_at: Literal["full", "small"] = "full"  # "small": a view from at_sizes (see there)
+        self._full: Task = self
+
+    def at_sizes(self, which: Literal["full", "small"]) -> "Task":
+        """The task as a run at ``which`` sizes measures it: the same task whose full sizes are that set.
+
+        A model that predicts "the" problem (the roofline prior, features of the launch geometry) reads the
+        full sizes; a run at small sizes must get forecasts for the problem it measures, not for a larger one
+        (search_bench runs at small sizes). The view is for forecasting only; ``at_sizes("full")`` of a view
+        is the task itself."""
+        base = self._full
+        if which == "full" or not base.spec.small_sizes:
+            return base
+        view = Task(base.spec.model_copy(update={"sizes": dict(base.spec.small_sizes)}), base.path, base.source,
+                    base.template_source)
+        view.measured_at, view._full = "small", base
+        return view
 
     @property
     def name(self) -> str:
