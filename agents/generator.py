@@ -180,22 +180,24 @@ class GenerationContext(BaseModel):
     def from_store(cls, store: "Store", task: Task, device: str, parent: Candidate, *,
                    hardware: HardwareSpec | None = None, seed: int = 0, best_k: int = 3,
                    siblings: Iterable[str] = (), extra_known: Iterable[str] = (),
-                   feedback: Iterable[str] = ()) -> "GenerationContext":
-        """Fill the context from the store: kernels measured on ``device`` are known, the best are shown.
+                   feedback: Iterable[str] = (), sizes: str = "full") -> "GenerationContext":
+        """Fill the context from the store: kernels measured on ``device`` at ``sizes`` are known, the best
+        are shown.
 
-        Only measurements on ``device`` count: a kernel measured elsewhere is still new here.
+        Only measurements on ``device`` at the run's size set count: a kernel measured elsewhere, or only at
+        the other sizes (a quick run at small sizes before the real one), is still new here.
         """
-        measurements = store.measurements(task=task.name, device=device)
+        measurements = store.measurements(task=task.name, device=device, sizes=sizes)
         best: dict[str, float] = {}
         for m in measurements:
-            if m.sizes == "full" and m.ok and m.speedup is not None:
+            if m.ok and m.speedup is not None:
                 best[m.candidate_hash] = m.speedup  # later rows win: the latest measurement of each kernel
         ranked = []
         for key, speedup in sorted(best.items(), key=lambda kv: -kv[1])[:best_k]:
             candidate = store.candidate(key)
             if candidate is not None:
                 ranked.append((candidate, speedup))
-        latest = store.latest_measurement(parent.hash, device, "full")
+        latest = store.latest_measurement(parent.hash, device, sizes)
         return cls(
             parent_speedup=latest.speedup if latest else None,
             parent_speedup_kind="measured" if latest is not None and latest.ok else "unknown",
@@ -203,14 +205,14 @@ class GenerationContext(BaseModel):
             parent_report="" if latest is None or latest.ok else latest.reason,
             best=ranked, hardware=hardware, siblings=set(siblings), feedback=list(feedback), seed=seed,
             known_hashes={m.candidate_hash for m in measurements} | set(extra_known),
-            measured_points=store.measured_params(task.name, device),
+            measured_points=store.measured_params(task.name, device, sizes),
             tried=_tried(store, task, measurements),
         )
 
 
 def _tried(store: "Store", task: Task, measurements: list[Measurement]) -> list[Tried]:
-    """The latest full-size result of every measured kernel, with its intent (one query for the intents)."""
-    latest = {m.candidate_hash: m for m in measurements if m.sizes == "full"}
+    """The latest result of every measured kernel, with its intent (one query for the intents)."""
+    latest = {m.candidate_hash: m for m in measurements}
     intents = {c.hash: c.intent for c in store.candidates(task.name)}
     return [Tried(intent=intents.get(h) or "(no intent)", status=m.status.value, speedup=m.speedup if m.ok else None)
             for h, m in latest.items()]

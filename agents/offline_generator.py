@@ -5,7 +5,8 @@ Candidates come from three sources, interleaved:
 - the task's tunable template: the first round (a parent that is not a template point) is a seeded
   space-filling design over the parameters (scrambled Sobol points snapped to valid points), never the
   default point, which equals the reference; later rounds move one or two parameters of the parent's point
-  to adjacent values, with random restarts; never a point the store has measured on this device;
+  to adjacent values, with random restarts; never a point the store has measured on this device at the
+  run's sizes;
 - without a template, a derived template (:class:`kernelcast.agents.derived_space.DerivedSpace`): the
   source transformations whose preconditions hold on the entry kernel's AST (scalar replacement,
   restrict/const, coarsening with jam, unrolling with remainder, work-group shape over the full legal

@@ -183,7 +183,8 @@ class SearchNodes:
         siblings = [k for k, n in nodes.items() if n["parent"] == parent_key]
         context = GenerationContext.from_store(
             ctx.store, ctx.task, ctx.hardware.key, parent, hardware=ctx.hardware,
-            seed=ctx.config.seed * 100_003 + state["iteration"], siblings=siblings, extra_known=nodes.keys())
+            seed=ctx.config.seed * 100_003 + state["iteration"], siblings=siblings, extra_known=nodes.keys(),
+            sizes=ctx.config.sizes)
         node = nodes[parent_key]
         if node["outcome"] == "accepted" and node["forecast"]:
             context = context.model_copy(update={"parent_speedup": math.exp(node["forecast"]["expected_log_speedup"]),

@@ -187,9 +187,9 @@ def test_generic_edits_go_on_the_parent_never_on_an_unmeasured_template_point(na
 
 
 # ---- never repeat what the store has measured ---------------------------------------------------------
-def _record(store: Store, candidate: Candidate, device: str, speedup: float = 1.0) -> None:
+def _record(store: Store, candidate: Candidate, device: str, speedup: float = 1.0, sizes: str = "full") -> None:
     store.add_candidate(candidate)
-    store.add_measurement(Measurement(task=candidate.task, candidate_hash=candidate.hash, device=device, sizes="full",
+    store.add_measurement(Measurement(task=candidate.task, candidate_hash=candidate.hash, device=device, sizes=sizes,
                                       status=Status.correct, speedup=speedup))
 
 
@@ -446,3 +446,23 @@ def test_api_propose_validates_on_the_device_and_stores_nothing(kc_home: Path, w
     assert all("not compiled" in unchecked.report.validation[c.hash] for c in unchecked.candidates)
     with pytest.raises(ValueError, match="unknown generator 'magic'"):
         api.propose(task, generator="magic")
+
+
+def test_a_point_measured_only_at_the_other_sizes_is_still_new(tmp_path: Path) -> None:
+    """A quick run at small sizes must not hide its points from the real run at full sizes (and back)."""
+    task = resolve_task("saxpy")
+    space = task.param_space()
+    store = Store(tmp_path / "kc.db")
+    _record(store, task.instantiate(space[0]), DEVICE, speedup=2.0, sizes="small")
+    _record(store, task.instantiate(space[1]), DEVICE, speedup=3.0)
+    reference = task.reference()
+    full = GenerationContext.from_store(store, task, DEVICE, reference, seed=0)
+    small = GenerationContext.from_store(store, task, DEVICE, reference, seed=0, sizes="small")
+    assert full.measured_points == [space[1]] and small.measured_points == [space[0]]
+    assert [s for _, s in full.best] == [3.0] and [s for _, s in small.best] == [2.0]
+    proposed = [c.params for c in OfflineGenerator().propose(task, reference, full, 500).candidates]
+    assert space[0] in proposed and space[1] not in proposed
+    parent = task.instantiate(space[0])
+    assert GenerationContext.from_store(store, task, DEVICE, parent, seed=0).parent_speedup is None
+    assert GenerationContext.from_store(store, task, DEVICE, parent, seed=0, sizes="small").parent_speedup == 2.0
+    store.close()

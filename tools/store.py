@@ -162,11 +162,12 @@ class Store:
     def candidates(self, task: str) -> list[Candidate]:
         return [_row_to_candidate(r) for r in self.db.query("select * from candidates where task = ? order by rowid", [task])]
 
-    def measured_params(self, task: str, device: str) -> list[dict[str, Any]]:
-        """Template points of ``task`` already measured on ``device`` (so generators never repeat them)."""
+    def measured_params(self, task: str, device: str, sizes: str = "full") -> list[dict[str, Any]]:
+        """Template points of ``task`` already measured on ``device`` at ``sizes`` (so generators never repeat
+        them)."""
         rows = self.db.query(
             "select distinct c.params from candidates c join measurements m on m.candidate_hash = c.hash "
-            "where c.task = ? and m.device = ? and c.params != 'null'", [task, device])
+            "where c.task = ? and m.device = ? and m.sizes = ? and c.params != 'null'", [task, device, sizes])
         return [json.loads(r["params"]) for r in rows]
 
     # ---- measurements ---------------------------------------------------------------
