@@ -579,3 +579,43 @@ def observes_work_group(ps: ParsedSource, kernel: ci.Cursor) -> bool:
     if words & {"__local", "local", "reqd_work_group_size", "work_group_size_hint"}:
         return True
     return any(n.kind == K.VAR_DECL and "__local" in n.type.spelling for n in walk(kernel))
+
+
+_FLOATING = (ci.TypeKind.FLOAT, ci.TypeKind.DOUBLE, ci.TypeKind.LONGDOUBLE, ci.TypeKind.FLOAT128, ci.TypeKind.HALF)
+_MOVES = ("vload", "vstore", "as_", "__builtin_astype", "get_")  # calls that move bits: no arithmetic on them
+_NOT_ARITHMETIC = ("=", "&", "*", ",")  # assignment, address-of, dereference, comma: moves, not float math
+
+
+def is_floating(t: ci.Type) -> bool:
+    """A floating-point scalar or a vector of them (``float``, ``half4``, ``double2``)."""
+    t = t.get_canonical()
+    if t.kind in (ci.TypeKind.VECTOR, ci.TypeKind.EXTVECTOR):
+        t = t.element_type.get_canonical()
+    return t.kind in _FLOATING
+
+
+def does_float_math(ps: ParsedSource, kernel: ci.Cursor) -> bool:
+    """True when the kernel (or a function of the source it calls) computes on floating-point values: an
+    arithmetic or comparison operator with a floating operand, or a call with a floating argument or result
+    (math built-ins). A kernel that only moves floats (a transpose, a gather) is not changed by floating-point
+    build options such as ``-cl-mad-enable``: measuring such a variant spends a measurement on the same
+    kernel."""
+    seen: set[tuple[str, int]] = set()
+    todo = [kernel]
+    while todo:
+        function = todo.pop()
+        for node in walk(function):
+            if node.kind in (K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR, K.UNARY_OPERATOR):
+                if operator(ps, node) not in _NOT_ARITHMETIC and (
+                        is_floating(node.type) or any(is_floating(k.type) for k in children(node))):
+                    return True
+            elif node.kind == K.CALL_EXPR:
+                target = node.referenced
+                if target is not None and target.is_definition() and ps.in_main_file(target):
+                    if decl_key(target) not in seen:
+                        seen.add(decl_key(target))
+                        todo.append(target)
+                elif not node.spelling.startswith(_MOVES) and (
+                        is_floating(node.type) or any(is_floating(a.type) for a in node.get_arguments())):
+                    return True
+    return False

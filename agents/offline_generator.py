@@ -12,7 +12,9 @@ Candidates come from three sources, interleaved:
   restrict/const, coarsening with jam, unrolling with remainder, work-group shape over the full legal
   range), explored the same way: a space-filling first round, then neighbours of the parent's point;
 - generic edits valid for any kernel: work-group size/shape (only when the kernel cannot observe it; 1-D
-  from 1 up to the device limit), build options (fast-math only where the task's tolerance allows it) and
+  from 1 up to the device limit), build options (fast-math only where the task's tolerance allows it; floating-point options
+  only for kernels that compute on floats, found on the AST: a transpose's variant with ``-cl-mad-enable`` is the
+  same kernel) and
   ``#pragma unroll`` on the entry kernel's counted loops (found on the AST).
 
 Every proposal passes :class:`kernelcast.agents.generator.Validator` before it is returned.
@@ -31,8 +33,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kernelcast.agents.dedup import Deduplicator
 from kernelcast.agents.derived_space import DerivedSpace, work_group_shapes
 from kernelcast.agents.generator import FAST_MATH_OPTIONS, GenerationContext, ProposalReport, Proposals, Validator
-from kernelcast.agents.kernel_ast import (K, KernelParseError, ParsedSource, Span, counted_loop, header_parts,
-                                          observes_work_group, parse, walk)
+from kernelcast.agents.kernel_ast import (K, KernelParseError, ParsedSource, Span, counted_loop, does_float_math,
+                                          header_parts, observes_work_group, parse, walk)
 from kernelcast.agents.space_filling import space_filling
 from kernelcast.tools.candidate import Candidate, normalize_source
 from kernelcast.tools.expr import ExpressionError, evaluate_int
@@ -48,6 +50,7 @@ SAFE_OPTIONS = {"opencl": ["-cl-mad-enable", "-cl-no-signed-zeros"],
                 "cuda": ["--extra-device-vectorization", "-maxrregcount=64"]}
 FAST_OPTIONS = {"opencl": ["-cl-fast-relaxed-math", "-cl-unsafe-math-optimizations"], "cuda": ["--use_fast_math"]}
 assert all(o in FAST_MATH_OPTIONS for opts in FAST_OPTIONS.values() for o in opts)
+FLOAT_MATH_OPTIONS = frozenset({"-cl-mad-enable", "-cl-no-signed-zeros", *FAST_MATH_OPTIONS})  # change float math only
 UNROLL_FACTORS = (2, 4, 8)
 MAX_LOCAL_CHOICES = 12  # work-group shapes offered per kernel as generic edits (a shuffled sample of the valid ones)
 DEFAULT_MAX_WG = 256  # without a hardware spec, stay within what every device supports
@@ -196,6 +199,15 @@ def local_size_choices(task: Task, candidate: Candidate, max_wg: int, rng: rando
     return [[str(v) for v in s] for s in sorted(valid[:MAX_LOCAL_CHOICES], key=lambda s: (math.prod(s), s))]
 
 
+def computes_floats(task: Task, candidate: Candidate) -> bool:
+    """Whether floating-point build options can change the kernel (an unparsable source: assume they can)."""
+    try:
+        ps = parse(candidate.source, task.language)
+        return does_float_math(ps, ps.kernel(task.spec.entry))
+    except KernelParseError:
+        return True
+
+
 def generic_edits(task: Task, candidate: Candidate, max_wg: int, rng: random.Random) -> list[Edit]:
     """Every single generic edit applicable to ``candidate``."""
     edits: list[Edit] = []
@@ -204,6 +216,8 @@ def generic_edits(task: Task, candidate: Candidate, max_wg: int, rng: random.Ran
             edits.append(Edit("local", f"work-group ({', '.join(local)})", _set_local(local)))
     options = SAFE_OPTIONS.get(task.language, []) + (
         FAST_OPTIONS.get(task.language, []) if task.spec.tolerance.allow_fast_math else [])
+    if not computes_floats(task, candidate):
+        options = [o for o in options if o not in FLOAT_MATH_OPTIONS]
     for option in options:
         if option not in candidate.build_options:
             edits.append(Edit(f"option {option}", f"build option {option}", _add_option(option)))

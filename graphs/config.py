@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, ValidationError
 from kernelcast.agents.registry import DEFAULT_FORECASTER, DEFAULT_GENERATOR, AnyGeneratorName, ForecasterName
 from kernelcast.graphs.routers import DEFAULT_RISK, DEFAULT_ROUTER, RouterName, RouterSpec, router_spec
 from kernelcast.tools.records import RunRecord
+from kernelcast.tools.task import Task
 
 
 class RunConfig(BaseModel):
@@ -53,6 +54,11 @@ class RunConfig(BaseModel):
     def of_run(cls, run: RunRecord) -> RunConfig:
         """The configuration a stored run was started with (fields added since read with their defaults)."""
         return cls.model_validate(run.config)
+
+    def for_task(self, task: Task, name: str) -> RunConfig:
+        """The config as stored with a run of ``task`` (``name``: the built-in's name or the task file's path):
+        sizes under the label of the problem they measure (:meth:`Task.size_label`)."""
+        return self.model_copy(update={"task": name, "sizes": task.size_label(self.sizes)})
 
     @property
     def router_spec(self) -> RouterSpec:

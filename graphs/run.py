@@ -38,7 +38,7 @@ def open_measurer(config: RunConfig, backend: str, store: Store) -> Measurer:
 
 def start_run(config: RunConfig, store: Store, env: RunEnv, run_id: str | None = None) -> RunResult:
     task = resolve_task(config.task)  # fail fast on an unknown task, before a run row exists
-    config = config.model_copy(update={"task": str(task.path) if not _is_builtin(config.task) else config.task})
+    config = config.for_task(task, config.task if _is_builtin(config.task) else str(task.path))
     with open_measurer(config, task.backend, store) as measurer:
         hardware = measurer.hardware_spec()
         measurer.check_reference(task, config.sizes)  # a broken task or device stops here, before a run exists

@@ -90,6 +90,7 @@ def measure(task: str | Path | Task, candidate: Candidate | str | Path | None = 
     task_obj = as_task(task)
     cand = make_candidate(task_obj, candidate, params)
     cfg = config or MeasureConfig(sizes=sizes, timeout_s=settings.measure_timeout_s)
+    cfg = cfg.model_copy(update={"sizes": task_obj.size_label(cfg.sizes)})  # the label of the problem measured
     own_worker = worker is None
     try:
         with store_scope(store) as db:

@@ -285,7 +285,7 @@ def start_session(task: str, budget: int = 12, router: str = default("router"), 
     config = RunConfig.model_validate({
         "task": name, "budget": budget, "router": router, "risk": risk, "sizes": sizes, "forecaster": forecaster,
         "measure_per_round": measure_per_round, "seed": seed, "generator": EXTERNAL,
-        "device": device or settings.device, "model": model or settings.model})
+        "device": device or settings.device, "model": model or settings.model}).for_task(resolved, name)
     home_path, db = _places(home)
     store = Store(db)
     measurer = None

@@ -291,6 +291,39 @@ def test_fast_math_options_only_when_the_task_allows_them() -> None:
     assert {"build option -cl-fast-relaxed-math", "build option -cl-unsafe-math-optimizations"} <= labels
 
 
+def test_floating_point_options_only_for_kernels_that_compute_on_floats() -> None:
+    """A transpose only moves floats: -cl-mad-enable or -cl-no-signed-zeros gives the same kernel, and a variant
+    with them spent a measurement on nothing (6 of 21 in a transpose run). Integer kernels likewise."""
+    import random
+
+    from kernelcast.agents.kernel_ast import does_float_math, parse
+
+    for name in ("transpose", "scan"):
+        task = resolve_task(name)
+        relaxed = Task(task.spec.model_copy(update={"tolerance": Tolerance(rtol=1e-3, atol=1e-4,
+                                                                            allow_fast_math=True)}),
+                       task.path, task.source, task.template_source)
+        for cand in (task.reference(), task.instantiate(task.param_space()[-1])):
+            labels = {e.label for e in generic_edits(relaxed, cand, 256, random.Random(0))}
+            assert not any(label.startswith("build option -cl-") for label in labels), (name, labels)
+    saxpy = resolve_task("saxpy")
+    assert "build option -cl-mad-enable" in {e.label for e in generic_edits(saxpy, saxpy.reference(), 256,
+                                                                             random.Random(0))}
+
+    def computes(body: str, helper: str = "") -> bool:
+        ps = parse(helper + "__kernel void k(__global float *a, __global const float *b) {\n" + body + "\n}")
+        return does_float_math(ps, ps.kernel("k"))
+
+    assert not computes("int i = get_global_id(0); a[2 * i + 1] = b[i];")  # integer index math, a float copy
+    assert not computes("int i = get_global_id(0); vstore4(vload4(i, b), i, a);")
+    assert computes("int i = get_global_id(0); a[i] = b[i] < 0.0f ? 0.0f : b[i];")  # a float comparison
+    assert computes("int i = get_global_id(0); a[i] = -b[i];")  # the sign of zero
+    assert computes("int i = get_global_id(0); a[i] = sqrt(b[i]);")
+    assert computes("int i = get_global_id(0); a[i] = twice(b[i]);", "float twice(float x) { return x + x; }\n")
+    assert not computes("int i = get_global_id(0); a[i] = pick(b, i);",
+                        "float pick(__global const float *p, int i) { return p[i ^ 1]; }\n")
+
+
 def test_unroll_pragma_goes_before_a_counted_loop_of_the_entry_kernel_and_stays_correct(
         worker: MeasurementWorker) -> None:
     import random
@@ -466,3 +499,30 @@ def test_a_point_measured_only_at_the_other_sizes_is_still_new(tmp_path: Path) -
     assert GenerationContext.from_store(store, task, DEVICE, parent, seed=0).parent_speedup is None
     assert GenerationContext.from_store(store, task, DEVICE, parent, seed=0, sizes="small").parent_speedup == 2.0
     store.close()
+
+
+def test_a_task_without_small_sizes_measures_one_problem_under_one_label(tmp_path: Path) -> None:
+    """Without [small_sizes], --sizes small measures the full problem: the run is stored at full sizes, so a
+    later full-size run sees its points as measured instead of measuring them again."""
+    from kernelcast.graphs.config import RunConfig
+    from kernelcast.graphs.context import RunEnv
+    from kernelcast.graphs.run import start_run
+
+    folder = tmp_path / "one_size"
+    shutil.copytree(builtin_task_paths()["saxpy"].parent, folder)
+    toml = folder / "task.toml"
+    text = toml.read_text().replace('name = "saxpy"', 'name = "one_size"').replace("N = 8388608", "N = 4096")
+    toml.write_text(text.replace("[small_sizes]\nN = 4096\n", ""))
+    task = load_task(toml)
+    assert task.spec.small_sizes is None
+    assert task.size_label("small") == task.size_label("full") == "full"
+    assert resolve_task("saxpy").size_label("small") == "small"
+
+    store = Store(tmp_path / "kc.db")
+    env = RunEnv(tmp_path, measure_timeout_s=60)
+    runs = [start_run(RunConfig(task=str(toml), budget=4, router="measure-all", sizes=sizes, confirm_top=0,
+                                measure_per_round=2), store, env) for sizes in ("small", "full")]
+    assert [RunConfig.of_run(store.run(r.run_id)).sizes for r in runs] == ["full", "full"]  # type: ignore[arg-type]
+    searched = [{m.candidate_hash for m in store.measurements(run_id=r.run_id) if m.phase == "search"} for r in runs]
+    assert all(searched) and not searched[0] & searched[1], "the full-size run measured the small run's kernels again"
+    assert all(m.sizes == "full" for m in store.measurements(task="one_size"))

@@ -249,6 +249,14 @@ class Task:
         OpenCL runtime, CUDA source needs CUDA), so no setting can pair a task with the wrong one."""
         return "cuda" if self.language == "cuda" else "opencl"
 
+    def size_label(self, which: str) -> Literal["full", "small"]:
+        """The label of the problem ``which`` sizes measure: "small" only when the task has a small set that
+        differs from its full sizes. Without one, a run at small sizes measures the full problem, and its
+        measurements must say so: under two labels the same problem was measured twice (a run at small sizes,
+        then one at full sizes, did not see the first run's points as measured)."""
+        small = self.spec.small_sizes
+        return "small" if which == "small" and small and dict(small) != dict(self.spec.sizes) else "full"
+
     def sizes(self, which: Literal["full", "small"] = "full") -> dict[str, int]:
         """Named problem sizes; ``small`` falls back to full when no small set is given."""
         if which == "small" and self.spec.small_sizes:
