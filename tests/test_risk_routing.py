@@ -11,7 +11,7 @@ from kernelcast.agents.bins import EDGES
 from kernelcast.agents.distributions import (belief_above, belief_gain, expected_gain, lognormal_bins, moments,
                                              prob_above)
 from kernelcast.agents.risk_control import (CalibrationRow, TrustThresholds, clopper_pearson_interval,
-                                            clopper_pearson_upper, fit_thresholds)
+                                            clopper_pearson_upper, fit_thresholds, rows_to_certify)
 from kernelcast.graphs.routing import RoutingInput, SelectiveRouter, audit_draw
 
 
@@ -109,6 +109,18 @@ def test_certified_thresholds_keep_false_prunes_within_the_risk() -> None:
         failures += false_share > risk
     assert trusted_any > trials // 2  # the data allow pruning most of the time
     assert failures <= math.ceil(delta * trials) + 2
+
+
+def test_one_early_false_decision_does_not_end_the_sequence() -> None:
+    """The first threshold tested must be able to absorb one error: one child of 22 at p = 0.05 that beat the
+    incumbent used to end the fixed sequence, so the 82 rows up to p = 0.3 (one error) trusted nothing."""
+    assert rows_to_certify(0.1, 0.1) == 22 and rows_to_certify(0.1, 0.1, errors=1) == 38
+    rows = [CalibrationRow(0.05, i == 0) for i in range(22)] + [CalibrationRow(0.05 + 0.25 * i / 60, False)
+                                                                 for i in range(1, 61)]
+    trust = fit_thresholds(rows, risk=0.1, delta=0.1)
+    assert trust.prune_below is not None and trust.prune_below >= 0.25
+    assert trust.prune_bound is not None and trust.prune_bound <= 0.1
+    assert fit_thresholds(rows[:37], risk=0.1).prune_below is None  # 37 rows cannot absorb an error yet
 
 
 def test_an_overconfident_forecaster_earns_no_trust() -> None:
