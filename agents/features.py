@@ -178,15 +178,19 @@ def device_similarity(a: HardwareSpec | None, b: HardwareSpec | None) -> float:
 
 
 def _param_value(v: Any) -> float | None:
+    """A parameter's value on a scale where powers of two are evenly spaced (1 + log2 v from 1 up) and which
+    is linear below 1: monotone and one-to-one. Plain log2 mapped both 0 and 1 to 0, so every 0/1 switch of a
+    template (gemm's and transpose's LOCAL, softmax's ONLINE, histogram's PRIVATE 0 vs 1) was invisible to the
+    models."""
     if isinstance(v, bool):
         return float(v)
     if isinstance(v, (int, float)) and math.isfinite(v):
-        return _log2(v) if v > 0 else float(v)
+        return 1.0 + math.log2(v) if v >= 1 else float(v)
     return None
 
 
 def param_features(task: Task, candidate: Candidate) -> Features:
-    """Template parameters (log2 of positive numbers) and their deltas vs the template default."""
+    """Template parameters (on the scale of :func:`_param_value`) and their deltas vs the template default."""
     out: Features = {}
     default = (task.spec.template.default or {}) if task.spec.template else {}
     for key, value in (candidate.params or {}).items():

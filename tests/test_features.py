@@ -48,7 +48,7 @@ def test_candidate_features_geometry_params_and_deltas() -> None:
     assert f["ref.log2_work_items"] == 23 and f["ref.work_group_by_runtime"] == 1  # N = 2^23, no local size
     assert f["cand.log2_work_items"] == 20 and f["cand.log2_work_group"] == 8  # N / 8 items, groups of 256
     assert f["delta.log2_work_items"] == -3
-    assert f["param.VEC"] == 2 and f["param.COARSEN"] == 1 and f["param.WG"] == 8  # log2 of the values
+    assert f["param.VEC"] == 3 and f["param.COARSEN"] == 2 and f["param.WG"] == 9  # 1 + log2 of the values
     assert f["delta.loops"] == 1 and f["ref.branches"] == 1
     assert f["hw.cpu"] == 1 and f["hw.preferred_vector_width"] == 8 and f["hw.compute_units"] == 4
     assert f["task.log2_intensity"] == pytest.approx(-2.585, abs=1e-3)  # 2N flops over 12N bytes
@@ -60,6 +60,18 @@ def test_param_deltas_against_the_template_default() -> None:
     f = features(task, task.instantiate(point), None)
     assert f["param_delta.VEC"] == 2 and f["param_delta.WG"] == 4
     assert not any(k.startswith("hw.") for k in f)  # unknown device: no device features
+
+
+def test_a_zero_one_switch_is_visible_to_the_models() -> None:
+    """log2 mapped 0 and 1 to the same value: transpose's LOCAL and PAD were constant features."""
+    task = resolve_task("transpose")
+    a, b = (task.instantiate({"TILE": 16, "RPT": 2, "LOCAL": local, "PAD": 0}) for local in (0, 1))
+    fa, fb = features(task, a, None), features(task, b, None)
+    assert fa["param.LOCAL"] < fb["param.LOCAL"] and fa["param.TILE"] == fb["param.TILE"]
+    histogram = resolve_task("histogram")
+    values = sorted({features(histogram, histogram.instantiate(p), None)["param.PRIVATE"]
+                     for p in histogram.param_space()})
+    assert len(values) == 3  # PRIVATE = 0, 1, 2 stay three values, in order
 
 
 def test_batch_context_matches_single_call_and_build_options_count() -> None:
