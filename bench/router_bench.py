@@ -9,7 +9,7 @@ roofline prior and the seed dataset carry it) with the task itself left out. Aft
 selective router's pruned and unverified-accepted candidates is measured outside the budget to estimate
 how often trusting the forecast was right against the incumbent of its moment; the in-budget audits
 give the measured false-prune rate with its interval, beside the bound. Memory-bound tasks are compared
-with a triad kernel's bandwidth measured in the same run.
+with the device probe's bandwidth (the forecaster's triad), measured in the same run.
 
     python bench/router_bench.py --dataset .kernelcast/kernelcast.db --budget 24 --out bench/out/router
 """
@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from kernelcast.agents.device_probe import run_probe  # noqa: E402
 from kernelcast.settings import get_settings  # noqa: E402
 from kernelcast.graphs.config import RunConfig  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
@@ -38,61 +39,21 @@ from kernelcast.graphs.trust import RouteRecord, trust_summary  # noqa: E402
 from kernelcast.tools.expr import evaluate  # noqa: E402
 from kernelcast.tools.measurement import MeasureConfig  # noqa: E402
 from kernelcast.tools.store import Store  # noqa: E402
-from kernelcast.tools.task import load_task, resolve_task  # noqa: E402
+from kernelcast.tools.task import resolve_task  # noqa: E402
 from kernelcast.tools.worker import MeasurementWorker  # noqa: E402
 
 ROUTERS = ("measure-all", "topk", "selective")
 FROZEN_ARM = "selective-frozen"  # --ablation: selective with a forecaster that does not learn from the run
 DEFAULT_TASKS = "gemm,transpose,reduce_rows,softmax,gemv,stencil2d"
-TRIAD = """__kernel void triad(__global const float4 *a, __global const float4 *b, __global float4 *c,
-                    const float s, const int n)
-{ int i = get_global_id(0); if (i < n) c[i] = a[i] + s * b[i]; }
-"""
-TRIAD_TOML = """name = "triad"
-language = "opencl"
-source = "triad.cl"
-entry = "triad"
-bytes = "12 * N"
-[sizes]
-N = 16777216
-[[args]]
-name = "a"
-dtype = "float32"
-shape = ["N"]
-intent = "in"
-[[args]]
-name = "b"
-dtype = "float32"
-shape = ["N"]
-intent = "in"
-[[args]]
-name = "c"
-dtype = "float32"
-shape = ["N"]
-intent = "out"
-[[args]]
-name = "s"
-kind = "scalar"
-dtype = "float32"
-value = 3.0
-[[args]]
-name = "n"
-kind = "scalar"
-dtype = "int32"
-value = "N / 4"
-[launch]
-global = ["N / 4"]
-"""
 
 
-def triad_bandwidth(worker: MeasurementWorker, folder: Path) -> float:
-    """GB/s of a float4 triad: the practical memory-bandwidth limit of the device."""
-    (folder / "triad.cl").write_text(TRIAD)
-    (folder / "task.toml").write_text(TRIAD_TOML)
-    task = load_task(folder / "task.toml")
-    m = worker.measure(task, task.reference(), MeasureConfig())
-    assert m.reference is not None, m.reason
-    return float(evaluate(task.spec.bytes or "0", task.sizes())) / m.reference.median_ns
+def probe_gbs(worker: MeasurementWorker) -> float | None:
+    """GB/s of the forecaster's device probe (``agents/device_probe.py``: saxpy's float4 point in work-groups of
+    256 at full size): the practical memory-bandwidth limit. The bench's own float4 triad, launched without a
+    work-group size, read 9-12 GB/s on the Intel CPU runtime where the probe reads 52 GB/s, so its column
+    showed kernels at 200-400 % of the limit."""
+    measured = run_probe(worker)
+    return measured / 1e9 if measured else None
 
 
 def spend_curve(store: Store, run_id: str) -> list[float]:
@@ -174,7 +135,7 @@ def main() -> None:
     shared_selective = None if args.fresh_selective else Store(out / "selective-shared" / "kernelcast.db")
     with MeasurementWorker(args.backend) as worker:
         # the practical bandwidth limit: best of three triads now and three at the end (load varies)
-        triads = [triad_bandwidth(worker, Path(tempfile.mkdtemp())) for _ in range(3)] if args.backend == "opencl" else []
+        triads = [gbs for _ in range(3) if (gbs := probe_gbs(worker))] if args.backend == "opencl" else []
         for name in [t.strip() for t in args.tasks.split(",") if t.strip()]:
             task = resolve_task(name)
             per = {}
@@ -213,7 +174,7 @@ def main() -> None:
             rows.append(row)
             results[name] = row
             (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
-        triads += [triad_bandwidth(worker, Path(tempfile.mkdtemp())) for _ in range(3)] if triads else []
+        triads += [gbs for _ in range(3) if (gbs := probe_gbs(worker))] if triads else []
     triad = max(triads) if triads else None
     trained = "with the task's own pairs" if args.task_seen else "leave-task-out"
     trained += ", frozen" if args.frozen_forecaster else ", learning from each run's measurements"
