@@ -134,7 +134,7 @@ def main() -> None:
     arms = (*ROUTERS, FROZEN_ARM) if args.ablation else ROUTERS
     shared_selective = None if args.fresh_selective else Store(out / "selective-shared" / "kernelcast.db")
     with MeasurementWorker(args.backend) as worker:
-        # the practical bandwidth limit: best of three triads now and three at the end (load varies)
+        # the practical bandwidth limit: best of three device probes now and three at the end (load varies)
         triads = [gbs for _ in range(3) if (gbs := probe_gbs(worker))] if args.backend == "opencl" else []
         for name in [t.strip() for t in args.tasks.split(",") if t.strip()]:
             task = resolve_task(name)

@@ -16,7 +16,7 @@ from kernelcast.settings import get_settings
 
 def make_graph(config: dict[str, Any] | None = None) -> Any:
     from kernelcast.api import run_env
-    from kernelcast.graphs.run import build_context, open_measurer, task_backend
+    from kernelcast.graphs.run import build_context, open_measurer
     from kernelcast.tools.store import Store
     from kernelcast.tools.task import resolve_task
 
@@ -25,9 +25,10 @@ def make_graph(config: dict[str, Any] | None = None) -> Any:
     run_id = str(options.pop("thread_id", "studio"))
     run_config = RunConfig.model_validate({"task": "gemm", **{k: v for k, v in options.items()
                                                               if k in RunConfig.model_fields}})
-    run_config = run_config.for_task(resolve_task(run_config.task), run_config.task)
+    task = resolve_task(run_config.task)
+    run_config = run_config.for_task(task, run_config.task)
     store = Store(settings.db_path)
-    measurer = open_measurer(run_config, task_backend(run_config.task), store)
+    measurer = open_measurer(run_config, task.backend, store)
     atexit.register(measurer.close)  # the tooling owns the graph for the process's life; the workers go with it
     hardware = measurer.hardware_spec()
     if store.run(run_id) is None:

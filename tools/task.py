@@ -228,7 +228,7 @@ class Task:
         (search_bench runs at small sizes). The view is for forecasting only; ``at_sizes("full")`` of a view
         is the task itself."""
         base = self._full
-        if which == "full" or not base.spec.small_sizes:
+        if base.size_label(which) == "full" or base.spec.small_sizes is None:  # (None: for the type checker)
             return base
         view = Task(base.spec.model_copy(update={"sizes": dict(base.spec.small_sizes)}), base.path, base.source,
                     base.template_source)
