@@ -80,3 +80,30 @@ def test_an_overconfident_base_is_widened_by_held_out_residuals(rows) -> None:
     assert empty.n == 0
     with pytest.raises(RuntimeError, match="no measurements"):
         empty.predict(feats[:1], [0.0])
+
+
+def test_a_measured_point_lifts_its_neighbours_beyond_the_linear_fit() -> None:
+    """A local optimum the features' linear law cannot express (one corner of the space is fast): measuring its
+    centre must lift the forecasts of the centre's one-step neighbours, and not those of far points."""
+    task = resolve_task("gemm")
+    space = task.param_space()
+    feats = [task_features(features(task, task.instantiate(p), HW), "template point") for p in space]
+    scale = np.array([[f[k] for k in sorted(f) if k.startswith("param.")] for f in feats])
+    centre = int(np.random.default_rng(5).integers(len(space)))
+    dist = np.abs(scale - scale[centre]).sum(axis=1)
+    bump = np.where(dist <= 1.0, 1.2, 0.0)  # the centre and its one-step neighbours are 3.3x faster
+    rng = np.random.default_rng(1)
+    y = np.array([law(p) for p in space]) + bump + rng.normal(0, 0.05, len(space))
+    far = np.flatnonzero(dist >= 4.0)
+    taught = [centre, *rng.choice(far, 15, replace=False).tolist()]
+    base = np.zeros(len(y))
+    model = TaskModel.fit([feats[i] for i in taught], base[taught], np.full(len(taught), 0.8), y[taught])
+    near = [i for i in np.flatnonzero((dist > 0) & (dist <= 1.0))]
+    rest_far = [i for i in far if i not in taught]
+    mu, _ = model.predict([feats[i] for i in near + rest_far], base[near + rest_far])
+    err_near = mu[:len(near)] - y[near]
+    err_far = mu[len(near):] - y[rest_far]
+    # one measurement of the bump: a fifth or more of it carries over to the untaught neighbours (a purely linear
+    # correction carries none of it: -1.17)
+    assert float(np.mean(err_near)) > -0.96
+    assert abs(float(np.mean(err_far))) < 0.3  # far points keep the linear law
