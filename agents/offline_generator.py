@@ -22,6 +22,7 @@ Every proposal passes :class:`kernelcast.agents.generator.Validator` before it i
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import random
@@ -83,6 +84,13 @@ def _cuda_global_index_patterns() -> re.Pattern[str]:
 _CUDA_INVARIANT = _cuda_global_index_patterns()
 
 
+@functools.lru_cache(maxsize=16)
+def _parsed(source: str, language: str) -> ParsedSource:
+    """One parse of a source for the generator's questions about it (work-group independence, float math,
+    loop sites): an expansion asks all three of the same parent. A ParsedSource is read, never changed."""
+    return parse(source, language)
+
+
 def local_size_independent(source: str, language: str, entry: str | None = None) -> bool:
     """True when the kernel's results cannot depend on the work-group size, so it may be changed.
 
@@ -96,7 +104,7 @@ def local_size_independent(source: str, language: str, entry: str | None = None)
     if language == "cuda":
         return not _CUDA_LOCAL_DEPENDENT.search(_CUDA_INVARIANT.sub(" GID ", text))
     try:
-        ps = parse(source, language)
+        ps = _parsed(source, language)
         kernels = [ps.kernel(entry)] if entry else ps.kernels()
     except KernelParseError:
         return not _CL_LOCAL_DEPENDENT.search(text)
@@ -152,7 +160,7 @@ def _line_loops(ps: ParsedSource, kernel: Any) -> list[tuple[Any, int]]:
 def pragma_sites(source: str, language: str, entry: str) -> list[PragmaSite]:
     """Where ``#pragma unroll`` can go in the entry kernel, with whether one is there already."""
     try:
-        ps = parse(source, language)
+        ps = _parsed(source, language)
         kernel = ps.kernel(entry)
     except KernelParseError:
         return []
@@ -202,7 +210,7 @@ def local_size_choices(task: Task, candidate: Candidate, max_wg: int, rng: rando
 def computes_floats(task: Task, candidate: Candidate) -> bool:
     """Whether floating-point build options can change the kernel (an unparsable source: assume they can)."""
     try:
-        ps = parse(candidate.source, task.language)
+        ps = _parsed(candidate.source, task.language)
         return does_float_math(ps, ps.kernel(task.spec.entry))
     except KernelParseError:
         return True
