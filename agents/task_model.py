@@ -170,7 +170,7 @@ class TaskModel:
             + self.local_sd ** 2 * _local_kernel([_local_features(f) for f in feats], self.train_local)
         mu = b + cross @ self.alpha
         var = self.noise ** 2 + self.local_sd ** 2 + np.einsum("ij,j,ij->i", Phi, prior_var, Phi) \
-            - np.einsum("ij,jk,ik->i", cross, self.cov_inv, cross)
+            - np.sum((cross @ self.cov_inv) * cross, axis=1)
         return mu, np.sqrt(np.maximum(var, MIN_NOISE ** 2)) * self.spread_factor
 
 
@@ -203,7 +203,10 @@ def _local_kernel(a: Sequence[Features], b: Sequence[Features]) -> np.ndarray:
         return np.ones((len(a), len(b)))
     A = np.array([[f.get(k, 0.0) for k in names] for f in a], dtype=np.float64).reshape(len(a), -1)
     B = np.array([[f.get(k, 0.0) for k in names] for f in b], dtype=np.float64).reshape(len(b), -1)
-    return np.exp(-np.abs(A[:, None, :] - B[None, :, :]).sum(axis=2) / NEIGHBOUR_LENGTH)
+    distance = np.zeros((len(a), len(b)))
+    for j in range(len(names)):  # one column at a time: a batch of forecasts against a long history stays small
+        distance += np.abs(A[:, j, None] - B[None, :, j])
+    return np.exp(-distance / NEIGHBOUR_LENGTH)
 
 
 __all__ = ["PREDICTIVE_DOF", "TaskModel", "edit_features", "task_features"]
