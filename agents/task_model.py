@@ -104,7 +104,6 @@ class TaskModel:
     mean: np.ndarray = field(default_factory=lambda: np.zeros(0))
     scale: np.ndarray = field(default_factory=lambda: np.ones(0))
     w_mean: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    w_cov: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     noise: float = 1.0  # sd of the independent part of the residual
     local_sd: float = 0.0  # sd of the local part of the residual (the Gaussian process over edits)
     spread_factor: float = 1.0
@@ -145,7 +144,6 @@ class TaskModel:
         model.cov_inv = np.linalg.inv(cov)
         model.alpha = model.cov_inv @ (y - b)
         model.w_mean = prior_var * (Phi.T @ model.alpha)
-        model.w_cov = np.diag(prior_var) - (Phi * prior_var).T @ model.cov_inv @ (Phi * prior_var)
         model.spread_factor = _loo_spread_factor(model.alpha, model.cov_inv)
         return model
 
