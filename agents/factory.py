@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from kernelcast.agents.forecast import Forecast, Forecaster
 from kernelcast.tools.candidate import Candidate
-from kernelcast.tools.measurement import HardwareSpec
+from kernelcast.tools.measurement import HardwareSpec, Measurement
 from kernelcast.tools.task import Task
 
 if TYPE_CHECKING:
@@ -46,6 +46,22 @@ def llm_client(model: str | None, api_base: str | None = None, api_key: str | No
 SEED_DATASET = Path(__file__).parent / "data" / "seed_pairs.jsonl.gz"
 
 
+def foreign_seed(pairs: list[tuple[Candidate, Measurement]], specs: dict[str, HardwareSpec],
+                 local: dict[str, HardwareSpec]) -> tuple[list[tuple[Candidate, Measurement]], dict[str, HardwareSpec]]:
+    """The seed dataset with each device that shares a key with a local one but is other hardware renamed, so its
+    rows count as another device's (weighted by similarity), never as this device's own history, and neither
+    spec overwrites the other (a forecaster built before a run and one built after it from the same store gave
+    different forecasts, because the store's spec then replaced the seed's for the seed's rows)."""
+    from kernelcast.agents.features import same_hardware
+
+    renamed = {key: spec.model_copy(update={"name": f"{spec.name} (seed dataset)"}) for key, spec in specs.items()
+               if key in local and not same_hardware(spec, local[key])}
+    if not renamed:
+        return pairs, specs
+    out = [(c, m.model_copy(update={"device": renamed[m.device].key}) if m.device in renamed else m) for c, m in pairs]
+    return out, {(renamed[k].key if k in renamed else k): renamed.get(k, s) for k, s in specs.items()}
+
+
 def learned_forecaster(store: "Store | None", device: str | None, exclude_task: str | None = None,
                        seed_path: Path = SEED_DATASET, worker: "Measurer | None" = None) -> Forecaster:
     """The run's forecaster: the roofline prior, blended with a forest trained on every device's measured
@@ -62,9 +78,11 @@ def learned_forecaster(store: "Store | None", device: str | None, exclude_task: 
 
     pairs = store.measured_pairs(sizes="full") if store is not None else []
     devices = store.devices() if store is not None else {}
+    if worker is not None:
+        devices = {**devices, worker.hardware_spec().key: worker.hardware_spec()}
     seeded = False
     if seed_path.exists():
-        seed_pairs, seed_devices = Store.read_pairs(seed_path)
+        seed_pairs, seed_devices = foreign_seed(*Store.read_pairs(seed_path), devices)
         known = {(m.candidate_hash, m.device) for _, m in pairs}
         extra = [(c, m) for c, m in seed_pairs if (m.candidate_hash, m.device) not in known]
         seeded = bool(extra)
@@ -74,7 +92,7 @@ def learned_forecaster(store: "Store | None", device: str | None, exclude_task: 
         pairs = [(c, m) for c, m in pairs if m.task != exclude_task]
     lookup = task_lookup(store)
     data = training_set(pairs, lookup, hardware=devices)
-    target = worker.hardware_spec() if worker is not None else devices.get(device or "")
+    target = devices.get(worker.hardware_spec().key if worker is not None else device or "")
     weights = [device_similarity(devices.get(dev), target) for dev in data.devices] if target is not None else None
     cross = LearnedForecaster(seeded=seeded).fit(data, weights)
 

@@ -177,6 +177,15 @@ def device_similarity(a: HardwareSpec | None, b: HardwareSpec | None) -> float:
     return min(0.9, math.exp(-distance))
 
 
+def same_hardware(a: HardwareSpec, b: HardwareSpec) -> bool:
+    """Whether two specs under one device key describe the same hardware. The key names the runtime and the CPU
+    model, so two machines of one name can differ: the seed dataset's "AMD EPYC" under Intel's runtime has 16
+    float lanes and a 1 MiB cache, a machine of the same name 8 lanes and 0.5 MiB."""
+    fields = ("device_type", "backend", "platform", "name", "driver", "compute_units", "clock_mhz",
+              "native_vector_width_float", "global_cache_bytes", "local_mem_bytes", "max_work_group_size")
+    return all(getattr(a, f) == getattr(b, f) for f in fields)
+
+
 def _param_value(v: Any) -> float | None:
     """A parameter's value on a scale where powers of two are evenly spaced (1 + log2 v from 1 up) and which
     is linear below 1: monotone and one-to-one. Plain log2 mapped both 0 and 1 to 0, so every 0/1 switch of a

@@ -57,7 +57,16 @@ MIN_NOISE = 0.15  # ln S: repeated measurements of one kernel spread about this 
 # task held out): normal ECE 0.062 / CRPS 0.112 / within-1 61 %, t(3) 0.049 / 0.108 / 70 %; same mean, same ranking
 PREDICTIVE_DOF = 3.0
 PRIOR_SCALES = {"level": 1.0, "base": 1.0}  # prior sd of the intercept and of the base-mean slope
-FEATURE_SCALE = 0.1  # prior sd of every other (standardized) feature's weight
+# prior sd of every other feature's weight, per natural unit of the feature: features are template parameters and
+# sizes on a log2 scale (one doubling is 1), counts and 0/1 switches, so one unit is one step of an edit. Until
+# 2026-12-02 features were standardized by their spread over the measured candidates: a search measures
+# neighbours of its best point, whose spread is small, so a point a few doublings away sat many "standard
+# deviations" out and its predictive spread exploded (search bench, in-task forecasts with sd > 1 in ln S:
+# median |z| 0.42-0.46 where a calibrated t(3) gives 0.77), and the expected gain sent the last measurements of
+# a budget-8 search to far random points (gemv: 0.66-1.04x points picked over a 2.64x neighbour). A feature
+# constant among the measured is kept: a candidate that differs in it is uncertain by the prior, not certain.
+FEATURE_SCALE = 0.1
+UNIT = 1.0
 # share of the residual variance that is local (shared by candidates a few edits apart) and the L1 distance over
 # template parameters (1 + log2 scale: one doubling is 1) and edit indicators at which that sharing falls by e.
 # Seed dataset, 4 linear fits of 4 measurements per task: a held-out point's residual correlates 0.68 with that
@@ -101,8 +110,8 @@ class TaskModel:
     """Posterior of the correction for one (task, device), refitted from all its measured candidates."""
 
     names: list[str] = field(default_factory=list)
-    mean: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    scale: np.ndarray = field(default_factory=lambda: np.ones(0))
+    mean: np.ndarray = field(default_factory=lambda: np.zeros(0))  # the measured candidates' mean features
+    scale: np.ndarray = field(default_factory=lambda: np.ones(0))  # ... and their spread, at least one unit
     w_mean: np.ndarray = field(default_factory=lambda: np.zeros(0))
     noise: float = 1.0  # sd of the independent part of the residual
     local_sd: float = 0.0  # sd of the local part of the residual (the Gaussian process over edits)
@@ -119,15 +128,12 @@ class TaskModel:
         model = cls(n=len(log_speedups))
         if not len(log_speedups):
             return model
-        names = sorted({k for f in feats for k in f})
-        X = np.array([[f.get(k, 0.0) for k in names] for f in feats], dtype=np.float64)
-        mean, scale = X.mean(axis=0), X.std(axis=0)
-        varying = scale > 1e-9
-        model.names = [n for n, v in zip(names, varying, strict=True) if v]
-        model.mean, model.scale = mean[varying], scale[varying]
+        model.names = sorted({k for f in feats for k in f})
+        X = np.array([[f.get(k, 0.0) for k in model.names] for f in feats], dtype=np.float64)
+        model.mean, model.scale = X.mean(axis=0), np.maximum(X.std(axis=0), UNIT)
         b = np.asarray(base_mean, dtype=np.float64)
         y = np.asarray(log_speedups, dtype=np.float64)
-        Phi = model._design(X[:, varying], b)
+        Phi = model._design(X, b)
         prior_var = model._prior_var()
         s0 = float(np.mean(base_sd))
         noise = max(s0, MIN_NOISE)

@@ -190,7 +190,8 @@ class SearchNodes:
             context = context.model_copy(update={"parent_speedup": math.exp(node["forecast"]["expected_log_speedup"]),
                                                  "parent_speedup_kind": "forecast"})
         try:
-            proposals = ctx.generator.propose(ctx.task, parent, context, ctx.config.n_children)
+            wanted = ctx.config.n_opening if node["parent"] is None else ctx.config.n_children
+            proposals = ctx.generator.propose(ctx.task, parent, context, wanted)
         except Exception as exc:  # noqa: BLE001 - a broken generator ends this expansion, not the run
             proposals = Proposals([], ProposalReport(generator=ctx.generator.name, errors=[str(exc)]))
             ctx.emit(ev.GeneratorError(error=f"{type(exc).__name__}: {exc}"), candidate_hash=parent_key)

@@ -25,6 +25,7 @@ class RouterSpec:
     name: str
     description: str
     children_per_measurement: int  # N = this x k children proposed per expansion of at most k measurements
+    opening_per_measurement: int  # the same for an expansion of the reference (the opening design)
     reserve_share: float  # default share of the budget kept to verify accepted (unmeasured) nodes
     certifies_trust: bool  # trusts forecasts within thresholds certified at --risk (and audits a share)
     build: Callable[[int, int], Router]  # (k = measurements per round, seed) -> the router
@@ -51,12 +52,15 @@ def _selective(k: int, seed: int) -> Router:
 ROUTERS: dict[str, RouterSpec] = {spec.name: spec for spec in (
     RouterSpec("selective", "trust forecasts where calibration certifies it at --risk, measure the uncertain "
                "ones (best expected gain first), audit a share of the trusted decisions",
-               children_per_measurement=8, reserve_share=0.25, certifies_trust=True, build=_selective),
+               children_per_measurement=8, opening_per_measurement=32, reserve_share=0.25, certifies_trust=True,
+               build=_selective),
     RouterSpec("topk", "measure the top k children by expected bin, prune the rest (the paper's surrogate "
-               "filter: 16 forecast, 4 measured)", children_per_measurement=4, reserve_share=0.0,
+               "filter: 16 forecast, 4 measured)", children_per_measurement=4, opening_per_measurement=4,
+               reserve_share=0.0,
                certifies_trust=False, build=_topk),
     RouterSpec("measure-all", "measure every child while the budget lasts (the baseline)",
-               children_per_measurement=1, reserve_share=0.0, certifies_trust=False, build=_measure_all),
+               children_per_measurement=1, opening_per_measurement=1, reserve_share=0.0, certifies_trust=False,
+               build=_measure_all),
 )}
 DEFAULT_ROUTER = "selective"
 DEFAULT_RISK = 0.1  # tolerated share of false trusted decisions, certified at 90 % confidence

@@ -22,7 +22,8 @@ def render() -> str:
 
     lines = ["| router | children per measurement | verification reserve | trusts forecasts (--risk, audits) | "
              "what it does |", "|---|---|---|---|---|"]
-    lines += [f"| {mark(r.name, DEFAULT_ROUTER)} | {r.children_per_measurement} k | {r.reserve_share:.0%} of the "
+    lines += [f"| {mark(r.name, DEFAULT_ROUTER)} | {r.children_per_measurement} k (opening: {r.opening_per_measurement} k) | "
+              f"{r.reserve_share:.0%} of the "
               f"budget | {'yes' if r.certifies_trust else 'no'} | {r.description} |" for r in ROUTERS.values()]
     lines += ["", "| generator | needs a model | chosen with --generator | what it does |", "|---|---|---|---|"]
     lines += [f"| {mark(g.name, DEFAULT_GENERATOR)} | {'yes' if g.needs_model else 'no'} | "

@@ -49,6 +49,8 @@ def test_fresh_store_path_task_is_forecast_from_the_first_round_and_learns(tmp_p
     first_spend = next(i for i, e in enumerate(events) if e.kind == "spend")
     first_round = [e for e in events[:first_spend] if e.kind == "route"]
     assert first_round and all(RouteRecord.model_validate(e.payload).informative for e in first_round)
+    # the opening design is forecast wide (forecasts are cheap) and measured narrow
+    assert len(first_round) > config.n_children and config.n_opening > config.n_children
 
     learned = [e.payload for e in events if e.kind == "learn"]
     assert learned and all(p.get("error") is None for p in learned)

@@ -34,8 +34,14 @@ def test_run_config_validates_names_against_the_registries_and_derives_router_se
     for name, spec in ROUTERS.items():
         config = RunConfig(task="saxpy", router=name, budget=40, measure_per_round=3)
         assert config.n_children == spec.children_per_measurement * 3
+        assert config.n_opening == spec.opening_per_measurement * 3
         assert config.reserve == round(spec.reserve_share * 40)
-        assert RunConfig(task="saxpy", router=name, children_per_round=5).n_children == 5  # explicit wins
+        explicit = RunConfig(task="saxpy", router=name, children_per_round=5)
+        assert explicit.n_children == explicit.n_opening == 5  # explicit wins
+    # forecasts are cheap: selective's opening design is much wider than its later expansions; the baselines'
+    # are their usual ones (topk stays the paper's 16 forecast, 4 measured)
+    assert ROUTERS["selective"].opening_per_measurement > ROUTERS["selective"].children_per_measurement
+    assert all(ROUTERS[r].opening_per_measurement == ROUTERS[r].children_per_measurement for r in ("topk", "measure-all"))
     assert ROUTERS["selective"].reserve_share > 0 and ROUTERS["measure-all"].reserve_share == 0
     for field, bad in (("router", "fastest"), ("forecaster", "oracle"), ("generator", "magic")):
         with pytest.raises(ValidationError, match=field):
