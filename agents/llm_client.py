@@ -366,16 +366,19 @@ class LLMClient:
     def _parse(completion: Completion, response: Any, schema: type[BaseModel] | None) -> None:
         """Fill ``data``/``parsed`` from a tool call or the text; raise LLMError(parse|validation)."""
         data = None
+        said = completion.text  # what the model answered: a tool call's arguments, else the message text
         tool_calls = _get(response.choices[0].message, "tool_calls") or []
         if tool_calls:
             arguments = _get(_get(tool_calls[0], "function"), "arguments") or ""
             data = extract_json(arguments) if isinstance(arguments, str) else arguments
+            if isinstance(arguments, str) and arguments and not completion.text:
+                said = arguments  # a malformed call is reported with its arguments, not as an empty reply
         if data is None:
             data = extract_json(completion.text)
         if data is None:
             truncated = " (reply truncated: finish_reason=length)" if completion.finish_reason == "length" else ""
-            raise LLMError("parse", f"no JSON object in the reply{truncated}: {_short(completion.text)!r}",
-                           attempts=completion.attempts, text=completion.text)
+            raise LLMError("parse", f"no JSON object in the reply{truncated}: {_short(said)!r}",
+                           attempts=completion.attempts, text=said)
         completion.data = data
         if schema is not None:
             try:

@@ -158,10 +158,19 @@ def test_schema_mismatch_is_a_validation_error(llm_server: LlamaServer) -> None:
 
 @pytest.mark.llm
 def test_tool_call_mode(llm_server: LlamaServer) -> None:
+    """The request goes out as a forced tool call and the server answers with one. The tiny model's arguments
+    are not always valid JSON (llama-cpp-python 0.3.36 on an 8-lane AMD EPYC wrote '{ "city": "Santoramarket,
+    Spain }' and prose): then the parse error carries the call's arguments for the caller to repair or defer,
+    never an empty reply."""
     client = LLMClient(llm_server.model, api_base=llm_server.api_base, timeout_s=60, structured="tool")
-    reply = client.complete([{"role": "user", "content": "Name a big city and its population."}],
-                            schema=Answer, max_tokens=40)
-    assert reply.mode == "tool" and isinstance(reply.parsed, Answer)
+    try:
+        reply = client.complete([{"role": "user", "content": "Name a big city and its population."}],
+                                schema=Answer, max_tokens=40)
+    except LLMError as exc:
+        assert exc.kind == "parse" and (exc.text or "").lstrip().startswith("{"), exc  # the tool call's own arguments
+        assert client.structured == "tool"  # a malformed answer is no reason to leave the mode
+    else:
+        assert reply.mode == "tool" and isinstance(reply.parsed, Answer)
 
 
 @pytest.mark.llm
