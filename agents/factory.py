@@ -78,8 +78,9 @@ def learned_forecaster(store: "Store | None", device: str | None, exclude_task: 
 
     pairs = store.measured_pairs(sizes="full") if store is not None else []
     devices = store.devices() if store is not None else {}
-    if worker is not None:
-        devices = {**devices, worker.hardware_spec().key: worker.hardware_spec()}
+    local = worker.hardware_spec() if worker is not None else None
+    if local is not None:
+        devices = {**devices, local.key: local}
     seeded = False
     if seed_path.exists():
         seed_pairs, seed_devices = foreign_seed(*Store.read_pairs(seed_path), devices)
@@ -92,7 +93,7 @@ def learned_forecaster(store: "Store | None", device: str | None, exclude_task: 
         pairs = [(c, m) for c, m in pairs if m.task != exclude_task]
     lookup = task_lookup(store)
     data = training_set(pairs, lookup, hardware=devices)
-    target = devices.get(worker.hardware_spec().key if worker is not None else device or "")
+    target = devices.get(local.key if local is not None else device or "")
     weights = [device_similarity(devices.get(dev), target) for dev in data.devices] if target is not None else None
     cross = LearnedForecaster(seeded=seeded).fit(data, weights)
 

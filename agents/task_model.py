@@ -66,8 +66,8 @@ PRIOR_SCALES = {"level": 1.0, "base": 1.0}  # prior sd of the intercept and of t
 # measurements of a budget-8 search to far random points (gemv: 0.66-1.04x points picked over a 2.64x
 # neighbour). A feature constant among the measured is kept: a candidate that differs in it is uncertain by the
 # prior, not certain. forecaster_bench, in-task, task / device held out: ECE 0.047 / 0.015 -> 0.038 / 0.027,
-# recovered@10 % (search reading) 84.8 / 83.5 -> 85.5 / 84.0 %; natural units without the floor's measured
-# spread: 0.032 / 0.024, 83.0 / 82.4 %
+# recovered@10 % (search reading) 84.8 / 83.5 -> 85.5 / 84.0 %; natural units alone (no measured spread):
+# 0.032 / 0.024, 83.0 / 82.4 %
 FEATURE_SCALE = 0.1
 UNIT = 1.0
 # share of the residual variance that is local (shared by candidates a few edits apart) and the L1 distance over

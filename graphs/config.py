@@ -68,9 +68,7 @@ class RunConfig(BaseModel):
     def n_children(self) -> int:
         """Children per expansion: k times the router's children per measurement (measure-all 1, topk 4 as
         the paper's 16 forecast / 4 measured, selective 8: forecasts are cheap, uncertain ones compete)."""
-        if self.children_per_round:
-            return self.children_per_round
-        return self.router_spec.children_per_measurement * self.measure_per_round
+        return self._per_round(self.router_spec.children_per_measurement)
 
     @property
     def n_opening(self) -> int:
@@ -79,9 +77,11 @@ class RunConfig(BaseModel):
         measurement there (128 at k = 4), and measures the few it ranks best. A 24-point design left the
         forecast nothing good to pick on gemv (the best of the top 4 at 58 % of the optimum, median of 5
         Sobol seeds; 95 % from 192 points; see docs/forecaster.md)."""
-        if self.children_per_round:
-            return self.children_per_round
-        return self.router_spec.opening_per_measurement * self.measure_per_round
+        return self._per_round(self.router_spec.opening_per_measurement)
+
+    def _per_round(self, per_measurement: int) -> int:
+        """Children of one expansion: ``children_per_round`` when set, else per measurement times k."""
+        return self.children_per_round or per_measurement * self.measure_per_round
 
     @property
     def rounds_limit(self) -> int:
