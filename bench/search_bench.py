@@ -25,7 +25,16 @@ All in one run, on one device:
    over the reference / the optimum's. Speedups are interleaved against the reference, so load on a shared
    machine cancels out of them; with a steady reference the score is optimum time / the point's time.
 
+5. **Trust, with ground truth** (``--shared-selective``). The selective arm keeps one store across all its
+   runs, spaces in order, so its calibration rows accumulate as in a user's store and its router starts
+   trusting forecasts once they certify a threshold at ``--risk`` (the default 10 %). The forecaster still
+   learns nothing from earlier runs of a task: it reads a store's full-size rows only, and these runs are at
+   small sizes (checked after every run). Every decision the router trusted is then checked against the brute
+   force, which knows every template point: the measured false-prune rate of all trusted prunes, not a
+   sample, beside the bound.
+
     .venv/bin/python bench/search_bench.py --out bench/out/search
+    .venv/bin/python bench/search_bench.py --out bench/out/search --methods "kc selective" --shared-selective
     .venv/bin/python bench/search_bench.py --spaces gemv --budgets 8 --seeds 2 --out /tmp/sb
 """
 
@@ -59,6 +68,8 @@ from kernelcast.graphs.context import RunEnv  # noqa: E402
 from kernelcast.graphs.graph import execute  # noqa: E402
 from kernelcast.graphs.nodes import confirmation_config  # noqa: E402
 from kernelcast.graphs.run import build_context  # noqa: E402
+from kernelcast.graphs.trust import RouteRecord, calibration_rows, trust_summary  # noqa: E402
+from kernelcast.agents.risk_control import clopper_pearson_interval, fit_thresholds  # noqa: E402
 from kernelcast.tools.expr import evaluate  # noqa: E402
 from kernelcast.tools.candidate import Candidate  # noqa: E402
 from kernelcast.tools.measurement import HardwareSpec, MeasureConfig, Measurement, Status  # noqa: E402
@@ -129,6 +140,7 @@ class Trial:
     outside: int = 0  # kernelcast: measurements of candidates outside the template (generic variants)
     template_score: float = 0.0  # the best template point the tool measured (kernelcast: by its own measurement)
     notes: list[str] = field(default_factory=list)
+    run: str = ""  # kernelcast: the run id in its store
 
 
 def bench_task(name: str, out: Path) -> Task:
@@ -266,13 +278,14 @@ class CachedMeasurer(LocalMeasurer):
 
 # ---- 2. kernelcast (replay of the brute force) ---------------------------------------------------
 def kernelcast_trial(space: Space, router: str, budget: int, seed: int, sizes: str, measurer: CachedMeasurer,
-                     bandwidth: float | None, runs: Path) -> Trial:
-    """One run of the real graph (as ``start_run``, with the cached measurer) in a fresh run store."""
+                     bandwidth: float | None, runs: Path, shared: Store | None = None) -> Trial:
+    """One run of the real graph (as ``start_run``, with the cached measurer) in a fresh run store, or in
+    ``shared``, a store that keeps every earlier run of the arm (as a user's store grows)."""
     home = runs / Path(space.name).name / f"{router}-b{budget}-s{seed}"
     if home.exists():
         shutil.rmtree(home)
     home.mkdir(parents=True)
-    store = Store(home / "kernelcast.db")  # fresh: nothing of this task to learn from but the run itself
+    store = shared or Store(home / "kernelcast.db")  # fresh: nothing of this task to learn from but the run itself
     hardware = measurer.hardware_spec()
     if bandwidth:
         store.set_device_probe(hardware.key, PROBE, bandwidth, {"task": "saxpy", "copied_by": "search_bench"})
@@ -286,6 +299,10 @@ def kernelcast_trial(space: Space, router: str, budget: int, seed: int, sizes: s
     seconds = time.perf_counter() - started
     bought = [m for m in store.measurements(run_id=result.run_id) if m.ok]
     known = [m for m in store.measurements(task=result.task) if m.ok and m.phase != "noise"]  # noise: ref vs ref
+    if shared is not None:  # earlier runs' rows are there by design; the forecaster reads a store's full-size
+        # rows only (its history and forest), the run's own rows reach it through learn()
+        bought = [m for m in bought if m.sizes == "full"]
+        known = [m for m in known if m.sizes == "full"]
     if len(known) != len(bought):  # the forecaster's in-task data: the run's own measurements, nothing else
         raise SystemExit(f"leak: the run store of {home} holds {len(known) - len(bought)} correct measurements "
                          f"of {result.task} that the run did not buy")
@@ -304,7 +321,7 @@ def kernelcast_trial(space: Space, router: str, budget: int, seed: int, sizes: s
     return Trial(space.name, f"kc {router}", budget, seed, space.score_of(speedup), result.spent, seconds,
                  point, outside=sum(1 for m in store.measurements(run_id=result.run_id)
                                     if m.phase != "confirm" and m.candidate_hash not in space.points),
-                 template_score=template_score, notes=notes)
+                 template_score=template_score, notes=notes, run=result.run_id)
 
 
 def load_task_of(space: Space) -> Task:
@@ -425,6 +442,52 @@ def table(trials: list[Trial], spaces: dict[str, Space], budgets: list[int], tem
     return "\n".join(lines).rstrip()
 
 
+def trust_table(trials: list[Trial], spaces: dict[str, Space], budgets: list[int], store: Store,
+                measurer: CachedMeasurer, sizes: str) -> str:
+    """Every decision the shared selective arm trusted, checked against the brute force: a pruned child was
+    wrongly pruned if it beat the incumbent of its moment, an accepted one wrongly accepted if it did not. Two
+    readings: the child's first brute-force measurement (what the run would have measured: the label its
+    calibration rows carry) and the median of its measurements (less noise). A generic variant that no run
+    measured has no answer and is counted apart."""
+    head = ("| space | budget | decisions | trusted (pruned / accepted) | trusted prunes with an answer | false "
+            "prunes, first measurement (95 % CI) | false prunes, median | false accepts | risk bound |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    risk = RunConfig(task="saxpy").risk
+    for name, space in spaces.items():
+        task = load_task_of(space)
+        for budget in budgets:
+            runs = [t for t in trials if t.space == name and t.method == "kc selective" and t.budget == budget]
+            decisions = pruned = accepted = answered = wrong = wrong_median = accept_wrong = 0
+            for trial in runs:
+                summary = trust_summary(store, trial.run, risk)
+                decisions, pruned, accepted = (decisions + summary.decisions, pruned + summary.trusted_prunes,
+                                               accepted + summary.trusted_accepts)
+                for event in store.events(trial.run, kind="route"):
+                    record = RouteRecord.model_validate(event.payload)
+                    if record.audit or not record.trusted_as or record.decision != record.trusted_as:
+                        continue
+                    found = measurer.cached(task, event.candidate_hash or "", sizes)
+                    if found is None:
+                        continue
+                    incumbent = record.incumbent or 1.0
+                    beat = found.ok and (found.speedup or 0.0) > incumbent
+                    if record.trusted_as == "accept":
+                        accept_wrong += not beat
+                        continue
+                    answered += 1
+                    wrong += beat
+                    wrong_median += (space.speedups.get(event.candidate_hash or "") or 0.0) > incumbent
+            lo, hi = clopper_pearson_interval(wrong, answered)
+            lines.append(f"| {Path(name).name} | {budget} | {decisions} | {pruned + accepted} "
+                         f"({(pruned + accepted) / max(1, decisions):.0%}: {pruned} / {accepted}) | {answered} | "
+                         f"{wrong} ({wrong / max(1, answered):.1%}; {lo:.1%}-{hi:.1%}) | {wrong_median} | "
+                         f"{accept_wrong} of {accepted} | {risk:.0%} |")
+    device = next(iter(store.devices()), "")
+    lines.append(f"\nthe shared store's thresholds after the last run: "
+                 f"{fit_thresholds(calibration_rows(store, device), risk).describe()}")
+    return "\n".join(lines)
+
+
 def sizes_text(tasks: list[Task], which: str) -> str:
     return "; ".join(f"{t.name} " + " ".join(f"{k}={v}" for k, v in t.sizes(which).items())
                      for t in tasks)
@@ -449,6 +512,9 @@ def main() -> int:
     parser.add_argument("--rebrute", action="store_true", help="measure the brute force again")
     parser.add_argument("--refine", type=int, default=8, help="best points of each space measured 3 times")
     parser.add_argument("--device", default=None, help="OpenCL device (default: the harness's default)")
+    parser.add_argument("--shared-selective", action="store_true",
+                        help="the selective arm keeps one store across all its runs (calibration rows accumulate, as "
+                             "in a user's store) and every decision it trusted is checked against the brute force")
     args = parser.parse_args()
     logging.getLogger("kernel_tuner").setLevel(logging.ERROR)
     out = Path(args.out).resolve()
@@ -491,6 +557,12 @@ def main() -> int:
             log(f"  seed dataset rows of {task.name}: {seed_rows(task.name)} (full sizes; the runs search at "
                 f"{args.sizes})")
         trials: list[Trial] = []
+        shared = None
+        if args.shared_selective:  # a fresh shared store per bench run: its trust starts cold
+            shared_db = out / "runs" / "selective-shared" / "kernelcast.db"
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(shared_db) + suffix).unlink(missing_ok=True)
+            shared = Store(shared_db)
         kt_dev = kt_device(spec) if any(m.startswith("kt ") for m in methods) else (0, 0)
         for task in tasks:
             space = spaces[task.name]
@@ -500,13 +572,15 @@ def main() -> int:
                         kind, name = method.split(" ", 1)
                         if kind == "kc":
                             trial = kernelcast_trial(space, name, budget, seed, args.sizes, measurer,
-                                                     bandwidth.bytes_per_s if bandwidth.probed else None, out / "runs")
+                                                     bandwidth.bytes_per_s if bandwidth.probed else None, out / "runs",
+                                                     shared if name == "selective" else None)
                         else:
                             trial = kernel_tuner_trial(space, task, name, budget, seed, args.sizes, kt_dev)
                         trials.append(trial)
                         log(f"  {task.name} b{budget} {method} s{seed}: {trial.score:.1%} spent {trial.spent} "
                             f"(outside the template {trial.outside}, {trial.seconds:.0f} s) {trial.best} "
                             f"{'; '.join(trial.notes)[:150]}")
+        trust_text = trust_table(trials, spaces, budgets, shared, measurer, args.sizes) if shared is not None else ""
     finally:
         measurer.close()
     text = table(trials, spaces, budgets)
@@ -524,9 +598,14 @@ def main() -> int:
                for m in methods if m.startswith("kc")}
     print(f"kernelcast measurements of candidates outside the template (generic variants: work-group, build option, "
           f"pragma; measured on the device once, then cached), of all measurements: {outside}")
+    if trust_text:
+        print()
+        print("Trust with ground truth: the selective arm in one store across its runs (spaces in the order above), "
+              "every trusted decision checked against the brute force:")
+        print(trust_text)
     print(f"total {time.perf_counter() - started:.0f} s")
     (out / "results.json").write_text(json.dumps({"device": spec.key, "sizes": args.sizes, "table": text,
-                                                  "template_table": template_text,
+                                                  "template_table": template_text, "trust_table": trust_text,
                                                   "trials": [asdict(t) for t in trials]}, indent=1, default=str))
     return 0
 
