@@ -6,11 +6,12 @@ badly in absolute terms, but a handful of its own measurements fix the level
 and the direction of each edit. This model takes a base belief per candidate
 (mean and spread of ln S from the prior or the cross-task model) and learns
 
-    ln S = base_mean + w . phi(candidate) + noise
+    ln S = base_mean + (BASE_SLOPE - 1) (base_mean - its mean over the measured) + w . phi(candidate) + noise
 
-with a Gaussian prior on ``w`` (zero: trust the base until data says
-otherwise). ``phi`` holds an intercept (the level), the base mean itself (how
-far to trust its spread of predictions), the launch geometry and template
+with a Gaussian prior on ``w`` (zero: trust the stretched base until data says
+otherwise; the base is calibrated across tasks, so inside one task its
+differences are shyer than the candidates'). ``phi`` holds an intercept (the
+level), the base mean itself (how far to trust its spread of predictions), the launch geometry and template
 parameters (scaled by their spread over the task's measured candidates, at least one doubling) and the edits
 named in the intent (unroll, work-group, build option, ...): features of the
 edit, so a difference between two candidates is a difference of their
@@ -56,7 +57,19 @@ MIN_NOISE = 0.15  # ln S: repeated measurements of one kernel spread about this 
 # corrected level, a few far off). forecaster_bench (seed dataset, 5 draws of 4 taught measurements per task,
 # task held out): normal ECE 0.062 / CRPS 0.112 / within-1 61 %, t(3) 0.049 / 0.108 / 70 %; same mean, same ranking
 PREDICTIVE_DOF = 3.0
-PRIOR_SCALES = {"level": 1.0, "base": 1.0}  # prior sd of the intercept and of the base-mean slope
+PRIOR_SCALES = {"level": 1.0, "base": 2.0}  # prior sd of the intercept and of the base-mean slope
+# prior mean of that slope: how many units of ln S one unit of the base mean is worth between one task's
+# candidates. The base is calibrated across tasks, so inside one task its differences are shy: the seed dataset's
+# within-task regression of ln S on the leave-task-out base has a median slope of 2.9 (20 task-device groups,
+# -2.0 to 19.5), the search bench's brute-forced spaces 3.5-11.4 (the base's spread inside a space: 0.04-0.07
+# in ln S, the candidates': 0.5-0.7). With a prior slope of 1 (sd 1) the in-task model could not learn the
+# stretch from a handful of points, so the candidates a search had not measured were all forecast near the level
+# of the few it had (the best ones): on the search bench's spaces, brute force against forecast, mean z -0.5 to
+# -1.2. forecaster_bench, in-task after 4, task / device held out, slope 1 (sd 1) -> 3 (sd 1) -> 3 (sd 2):
+# recovered@10 % (search reading) 85.5 / 84.0 -> 89.2 / 86.4 -> 89.6 / 87.0 %, ECE 0.038 / 0.027 -> 0.017 /
+# 0.041 -> 0.023 / 0.032, within-1 71.0 / 71.9 -> 70.9 / 67.4 -> 71.1 / 69.6 %. (A residual prior of the seed's
+# within-task spread, 0.56, instead of the base's 0.9, made it overconfident: ECE 0.081 / 0.101.)
+BASE_SLOPE = 3.0
 # prior sd of every other feature's weight per unit of the feature's scale, which is the measured candidates'
 # spread but at least one natural unit (UNIT): features are template parameters and sizes on a log2 scale (one
 # doubling is 1), counts and 0/1 switches. Until 2026-12-02 the scale was the measured spread alone: a search
@@ -114,6 +127,7 @@ class TaskModel:
 
     names: list[str] = field(default_factory=list)
     mean: np.ndarray = field(default_factory=lambda: np.zeros(0))  # the measured candidates' mean features
+    base_center: float = 0.0  # the measured candidates' mean base mean (where the prior slope pivots)
     scale: np.ndarray = field(default_factory=lambda: np.ones(0))  # ... and their spread, at least one unit
     w_mean: np.ndarray = field(default_factory=lambda: np.zeros(0))
     noise: float = 1.0  # sd of the independent part of the residual
@@ -134,9 +148,10 @@ class TaskModel:
         model.names = sorted({k for f in feats for k in f})
         X = np.array([[f.get(k, 0.0) for k in model.names] for f in feats], dtype=np.float64)
         model.mean, model.scale = X.mean(axis=0), np.maximum(X.std(axis=0), UNIT)
-        b = np.asarray(base_mean, dtype=np.float64)
+        model.base_center = float(np.mean(base_mean))
+        b = model._offset(base_mean)
         y = np.asarray(log_speedups, dtype=np.float64)
-        Phi = model._design(X, b)
+        Phi = model._design(X, np.asarray(base_mean, dtype=np.float64))
         prior_var = model._prior_var()
         s0 = float(np.mean(base_sd))
         noise = max(s0, MIN_NOISE)
@@ -160,6 +175,11 @@ class TaskModel:
         return np.array([PRIOR_SCALES["level"] ** 2, PRIOR_SCALES["base"] ** 2]
                         + [FEATURE_SCALE ** 2] * len(self.names))
 
+    def _offset(self, base_mean: Sequence[float] | np.ndarray) -> np.ndarray:
+        """The prior mean of ln S: the base mean, its differences stretched by the prior slope."""
+        b = np.asarray(base_mean, dtype=np.float64)
+        return b + (BASE_SLOPE - 1.0) * (b - self.base_center)
+
     def _design(self, X: np.ndarray, base_mean: np.ndarray) -> np.ndarray:
         Z = (X - self.mean) / self.scale if len(self.names) else np.zeros((len(base_mean), 0))
         return np.column_stack([np.ones(len(base_mean)), base_mean, Z])
@@ -167,11 +187,12 @@ class TaskModel:
     def predict(self, feats: Sequence[Features], base_mean: Sequence[float] | np.ndarray,
                 ) -> tuple[np.ndarray, np.ndarray]:
         """Mean and spread of ln S for candidates of the task."""
-        b = np.asarray(base_mean, dtype=np.float64)
         if self.n == 0:
             raise RuntimeError("task model has no measurements")
+        raw = np.asarray(base_mean, dtype=np.float64)
+        b = self._offset(raw)
         X = np.array([[f.get(k, 0.0) for k in self.names] for f in feats], dtype=np.float64).reshape(len(b), -1)
-        Phi = self._design(X, b)
+        Phi = self._design(X, raw)
         prior_var = self._prior_var()
         cross = (Phi * prior_var) @ self.train_design.T \
             + self.local_sd ** 2 * _local_kernel([_local_features(f) for f in feats], self.train_local)

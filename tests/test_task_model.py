@@ -132,3 +132,24 @@ def test_a_search_clustered_around_one_point_keeps_far_forecasts_in_proportion()
     _, sd_near = model.predict(feats, np.zeros(len(feats)))
     assert float(np.max(sd_far)) < 0.7
     assert float(np.min(sd_far)) > float(np.max(sd_near)) + 0.2  # but far less certain than the measured region
+
+
+
+def test_the_base_differences_are_stretched_by_the_prior_slope_until_data_say_otherwise() -> None:
+    """Inside one task the base's differences are shyer than the candidates' (it is calibrated across tasks: the
+    seed dataset's within-task slope of ln S on it has a median of 2.9). One measurement fixes the level; the
+    forecasts of the others then differ by BASE_SLOPE times their base difference, not by the base's own small
+    differences. Many measurements that follow the base at slope 1 pull the slope back."""
+    from kernelcast.agents.task_model import BASE_SLOPE
+
+    base = np.linspace(-0.2, 0.2, 9)
+    model = TaskModel.fit([{}], [0.0], [0.9], [0.7])
+    mu, _ = model.predict([{}] * len(base), base)
+    assert BASE_SLOPE > 1.5
+    assert np.allclose(np.diff(mu), BASE_SLOPE * np.diff(base), rtol=0.05)
+    assert mu[4] == pytest.approx(0.7, abs=0.2)  # the level moved to the measurement
+    taught = np.linspace(-0.2, 0.2, 40)
+    model = TaskModel.fit([{}] * 40, taught, np.full(40, 0.9), 0.5 + taught)  # ln S follows the base at slope 1
+    mu, _ = model.predict([{}] * len(base), base)
+    slope = float(np.polyfit(base, mu, 1)[0])
+    assert abs(slope - 1.0) < abs(slope - BASE_SLOPE)
