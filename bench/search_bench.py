@@ -67,6 +67,7 @@ from kernelcast.graphs.config import RunConfig  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
 from kernelcast.graphs.graph import execute  # noqa: E402
 from kernelcast.graphs.nodes import confirmation_config  # noqa: E402
+from kernelcast.graphs.routers import DEFAULT_RISK  # noqa: E402
 from kernelcast.graphs.run import build_context  # noqa: E402
 from kernelcast.graphs.trust import RouteRecord, calibration_rows, trust_summary  # noqa: E402
 from kernelcast.agents.risk_control import clopper_pearson_interval, fit_thresholds  # noqa: E402
@@ -452,7 +453,7 @@ def trust_table(trials: list[Trial], spaces: dict[str, Space], budgets: list[int
     head = ("| space | budget | decisions | trusted (pruned / accepted) | trusted prunes with an answer | false "
             "prunes, first measurement (95 % CI) | false prunes, median | false accepts | risk bound |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    risk = RunConfig(task="saxpy").risk
+    risk = DEFAULT_RISK  # the runs above use RunConfig's default
     for name, space in spaces.items():
         task = load_task_of(space)
         for budget in budgets:

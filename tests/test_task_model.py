@@ -134,7 +134,6 @@ def test_a_search_clustered_around_one_point_keeps_far_forecasts_in_proportion()
     assert float(np.min(sd_far)) > float(np.max(sd_near)) + 0.2  # but far less certain than the measured region
 
 
-
 def test_the_base_differences_are_stretched_by_the_prior_slope_until_data_say_otherwise() -> None:
     """Inside one task the base's differences are shyer than the candidates' (it is calibrated across tasks: the
     seed dataset's within-task slope of ln S on it has a median of 2.9). One measurement fixes the level; the
