@@ -35,7 +35,7 @@ from kernelcast.graphs.config import RunConfig  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
 from kernelcast.graphs.events import Spend  # noqa: E402
 from kernelcast.graphs.run import start_run  # noqa: E402
-from kernelcast.graphs.trust import RouteRecord, trust_summary  # noqa: E402
+from kernelcast.graphs.trust import trust_summary, trusted_decisions  # noqa: E402
 from kernelcast.tools.expr import evaluate  # noqa: E402
 from kernelcast.tools.measurement import MeasureConfig  # noqa: E402
 from kernelcast.tools.store import Store  # noqa: E402
@@ -80,26 +80,18 @@ def audit(store: Store, run_id: str, worker: MeasurementWorker, task_name: str, 
     A prune was right if the child did not beat the incumbent of its moment; an accept, if it did."""
     task = resolve_task(task_name)
     rng = random.Random(seed)
-    trusted: dict[str, list[tuple[str, float]]] = {"prune": [], "accept": []}
-    for event in store.events(run_id, kind="route"):
-        record = RouteRecord.model_validate(event.payload)
-        if record.trusted_as in trusted and not record.audit and record.decision == record.trusted_as and \
-                event.candidate_hash is not None:
-            trusted[record.trusted_as].append((event.candidate_hash, record.incumbent or 1.0))
     out = {}
-    for kind, rows in trusted.items():
+    for kind in ("prune", "accept"):
+        rows = [d for d in trusted_decisions(store, run_id) if d.kind == kind]
         rng.shuffle(rows)
         right = checked = 0
-        for key, incumbent in rows[:sample]:
-            cand = store.candidate(key)
-            m = worker.measure(task, cand, MeasureConfig(sizes=sizes))
+        for decision in rows[:sample]:
+            m = worker.measure(task, store.candidate(decision.candidate_hash), MeasureConfig(sizes=sizes))
             store.add_measurement(m)  # outside the run: no run id, not counted against the budget
             checked += 1
-            beat = m.ok and (m.speedup or 0.0) > incumbent
-            right += beat if kind == "accept" else not beat
+            right += not decision.wrong(m.speedup if m.ok else None)
         out["pruned" if kind == "prune" else "accepted"] = (right, checked)
     return out
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -69,7 +69,7 @@ from kernelcast.graphs.graph import execute  # noqa: E402
 from kernelcast.graphs.nodes import confirmation_config  # noqa: E402
 from kernelcast.graphs.routers import DEFAULT_RISK  # noqa: E402
 from kernelcast.graphs.run import build_context  # noqa: E402
-from kernelcast.graphs.trust import RouteRecord, calibration_rows, trust_summary  # noqa: E402
+from kernelcast.graphs.trust import calibration_rows, trust_summary, trusted_decisions  # noqa: E402
 from kernelcast.agents.risk_control import clopper_pearson_interval, fit_thresholds  # noqa: E402
 from kernelcast.tools.expr import evaluate  # noqa: E402
 from kernelcast.tools.candidate import Candidate  # noqa: E402
@@ -463,21 +463,17 @@ def trust_table(trials: list[Trial], spaces: dict[str, Space], budgets: list[int
                 summary = trust_summary(store, trial.run, risk)
                 decisions, pruned, accepted = (decisions + summary.decisions, pruned + summary.trusted_prunes,
                                                accepted + summary.trusted_accepts)
-                for event in store.events(trial.run, kind="route"):
-                    record = RouteRecord.model_validate(event.payload)
-                    if record.audit or not record.trusted_as or record.decision != record.trusted_as:
-                        continue
-                    found = measurer.cached(task, event.candidate_hash or "", sizes)
+                for decision in trusted_decisions(store, trial.run):
+                    found = measurer.cached(task, decision.candidate_hash, sizes)
                     if found is None:
                         continue
-                    incumbent = record.incumbent or 1.0
-                    beat = found.ok and (found.speedup or 0.0) > incumbent
-                    if record.trusted_as == "accept":
-                        accept_wrong += not beat
+                    first_wrong = decision.wrong(found.speedup if found.ok else None)
+                    if decision.kind == "accept":
+                        accept_wrong += first_wrong
                         continue
                     answered += 1
-                    wrong += beat
-                    wrong_median += (space.speedups.get(event.candidate_hash or "") or 0.0) > incumbent
+                    wrong += first_wrong
+                    wrong_median += decision.wrong(space.speedups.get(decision.candidate_hash))
             lo, hi = clopper_pearson_interval(wrong, answered)
             lines.append(f"| {Path(name).name} | {budget} | {decisions} | {pruned + accepted} "
                          f"({(pruned + accepted) / max(1, decisions):.0%}: {pruned} / {accepted}) | {answered} | "

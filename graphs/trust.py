@@ -47,6 +47,32 @@ def calibration_rows(store: Store, device: str) -> list[CalibrationRow]:
     return rows
 
 
+class TrustedDecision(BaseModel):
+    """A child pruned or accepted on its forecast alone, and the incumbent it was judged against."""
+
+    kind: str  # "prune" or "accept"
+    candidate_hash: str
+    incumbent: float
+
+    def wrong(self, speedup: float | None) -> bool:
+        """Whether a measured speedup (None: failed) shows the decision wrong: a pruned child beat the incumbent,
+        an accepted one did not."""
+        beat = speedup is not None and speedup > self.incumbent
+        return beat if self.kind == "prune" else not beat
+
+
+def trusted_decisions(store: Store, run_id: str) -> list[TrustedDecision]:
+    """The decisions of a run that no measurement backed (audits excluded): what a check against the truth
+    measures."""
+    out = []
+    for event in store.events(run_id, kind="route"):
+        record = RouteRecord.model_validate(event.payload)
+        if record.trusted_as and not record.audit and record.decision == record.trusted_as and event.candidate_hash:
+            out.append(TrustedDecision(kind=record.trusted_as, candidate_hash=event.candidate_hash,
+                                       incumbent=record.incumbent or 1.0))
+    return out
+
+
 class AuditRate(BaseModel):
     """Audited trusted decisions of one kind and how many of them were wrong."""
 
@@ -146,4 +172,5 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
     return out
 
 
-__all__ = ["AuditRate", "RouteRecord", "TrustSummary", "calibration_rows", "live_counts", "trust_summary"]
+__all__ = ["AuditRate", "RouteRecord", "TrustSummary", "TrustedDecision", "calibration_rows", "live_counts", "trust_summary",
+           "trusted_decisions"]

@@ -16,7 +16,7 @@ from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunEnv
 from kernelcast.graphs.routing import RoutingInput, SelectiveRouter
 from kernelcast.graphs.run import start_run
-from kernelcast.graphs.trust import RouteRecord, trust_summary
+from kernelcast.graphs.trust import RouteRecord, TrustedDecision, trust_summary, trusted_decisions
 from kernelcast.tools.store import Store
 from kernelcast.tools.task import BUILTIN_DIR
 
@@ -102,6 +102,18 @@ def test_a_run_whose_router_prunes_everything_still_spends_its_budget(tmp_path: 
     assert summary.trusted == sum(1 for r in records if r.decision in ("prune", "accept"))
     assert summary.decisions == len(records)
     assert "pruned measured anyway" in summary.line()
+    # what the benches check against the truth: exactly the trusted decisions, never an audit or a spare one
+    unbacked = trusted_decisions(store, result.run_id)
+    assert len(unbacked) == summary.trusted
+    assert sorted(d.kind for d in unbacked) == sorted(r.decision for r in records if r.decision in ("prune", "accept"))
+    assert {d.candidate_hash for d in unbacked}.isdisjoint(key for key, _ in spare)
+
+
+def test_a_trusted_decision_is_wrong_when_the_truth_contradicts_it() -> None:
+    prune = TrustedDecision(kind="prune", candidate_hash="c", incumbent=1.5)
+    accept = TrustedDecision(kind="accept", candidate_hash="c", incumbent=1.5)
+    assert prune.wrong(1.6) and not prune.wrong(1.5) and not prune.wrong(None)
+    assert accept.wrong(1.4) and accept.wrong(None) and not accept.wrong(1.6)
 
 
 def test_small_budgets_confirm_one_winner_per_eight_measurements() -> None:
