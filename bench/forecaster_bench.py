@@ -55,6 +55,19 @@ def recovered(probs: np.ndarray, speeds: np.ndarray, groups: np.ndarray) -> dict
     return out
 
 
+def group_bootstrap(values: np.ndarray, groups: np.ndarray, rng: np.random.Generator, n: int = 2000
+                    ) -> tuple[float, float]:
+    """95 % percentile interval of the mean, resampling whole groups (the draws of one task-device group share
+    its pool, so they are not independent)."""
+    names = sorted(set(groups))
+    members = [values[groups == g] for g in names]
+    means = []
+    for _ in range(n):
+        picked = rng.integers(0, len(names), len(names))
+        means.append(float(np.mean(np.concatenate([members[i] for i in picked]))))
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
 class Held:
     """Forecasts for the rows of one held-out group from models that never saw them."""
 
@@ -170,17 +183,20 @@ def main() -> None:
                       f"{s.crps:.3f}", f"{s.ece:.3f}", f"{s.aurc:.3f}", *(f"{rec[k]:.1%}" for k in KS))
     console.print(table)
     for label, (rows_list, probs_list, kept_list) in searched.items():
+        p, rows, drawn = results[f"blend + {args.own} of its own (in-task), {label}"]
+        group_of_draw = [g.rsplit("#", 1)[0] for g in dict.fromkeys(drawn)]  # one per draw, in draw order
         for k in KS:
             ratios = []
-            for rows, p, kept in zip(rows_list, probs_list, kept_list, strict=True):
-                scores = p @ LOG_BIN_CENTERS
-                take = max(1, int(np.ceil(k * len(rows) / 100 - 1e-9)))
-                picked = speeds[rows][np.argsort(-scores, kind="stable")[:take]].max()
-                ratios.append(max(kept, picked) / max(kept, speeds[rows].max()))
+            for left, probs, kept in zip(rows_list, probs_list, kept_list, strict=True):
+                scores = probs @ LOG_BIN_CENTERS
+                take = max(1, int(np.ceil(k * len(left) / 100 - 1e-9)))
+                picked = speeds[left][np.argsort(-scores, kind="stable")[:take]].max()
+                ratios.append(max(kept, picked) / max(kept, speeds[left].max()))
+            lo, hi = group_bootstrap(np.asarray(ratios), np.asarray(group_of_draw), np.random.default_rng(0))
             console.print(f"{label}: after {args.own} measurements of the task plus the top {k:g} % of the rest by "
                           f"the in-task forecast, best found / best in the task = {np.mean(ratios):.1%} "
-                          f"(mean over {len(ratios)} task-device groups x draws)")
-        p, rows, drawn = results[f"blend + {args.own} of its own (in-task), {label}"]
+                          f"(95 % interval {lo:.1%}-{hi:.1%}, resampling task-device groups; mean over "
+                          f"{len(ratios)} task-device groups x draws)")
         draw_of = np.array([d.rsplit("#", 1)[1] for d in drawn])
         eces = [summarize(p[draw_of == d], truth[rows[draw_of == d]]).ece for d in sorted(set(draw_of))]
         console.print(f"{label}: in-task ECE of each of the {len(eces)} draws alone {min(eces):.3f}-{max(eces):.3f} "
