@@ -80,9 +80,10 @@ def audit(store: Store, run_id: str, worker: MeasurementWorker, task_name: str, 
     A prune was right if the child did not beat the incumbent of its moment; an accept, if it did."""
     task = resolve_task(task_name)
     rng = random.Random(seed)
+    decisions = trusted_decisions(store, run_id)
     out = {}
     for kind in ("prune", "accept"):
-        rows = [d for d in trusted_decisions(store, run_id) if d.kind == kind]
+        rows = [d for d in decisions if d.kind == kind]
         rng.shuffle(rows)
         right = checked = 0
         for decision in rows[:sample]:
@@ -92,6 +93,7 @@ def audit(store: Store, run_id: str, worker: MeasurementWorker, task_name: str, 
             right += not decision.wrong(m.speedup if m.ok else None)
         out["pruned" if kind == "prune" else "accepted"] = (right, checked)
     return out
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

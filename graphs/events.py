@@ -69,6 +69,12 @@ class Route(RunEvent):
     informative: bool | None = None
     spare: bool = False  # a pruned child measured because its round had nothing uncertain to measure
 
+    @property
+    def forecast_alone(self) -> bool:
+        """A prune or accept taken on the forecast alone: not an audit, not a spare measurement, not a child
+        dropped for want of budget."""
+        return bool(self.trusted_as) and self.decision == self.trusted_as and not self.audit
+
 
 class InFlight(RunEvent):
     kind: ClassVar[str] = "in_flight"

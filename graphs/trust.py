@@ -12,6 +12,8 @@ measured false-prune rate the summary reports beside the bound.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Literal
+
 from pydantic import BaseModel
 
 from kernelcast.agents.risk_control import CalibrationRow, clopper_pearson_interval
@@ -47,18 +49,22 @@ def calibration_rows(store: Store, device: str) -> list[CalibrationRow]:
     return rows
 
 
+def decision_wrong(kind: str, incumbent: float, speedup: float | None) -> bool:
+    """Whether a measured speedup (None: failed) shows a forecast's decision wrong: a pruned child beat the
+    incumbent, an accepted one did not."""
+    beat = speedup is not None and speedup > incumbent
+    return beat if kind == "prune" else not beat
+
+
 class TrustedDecision(BaseModel):
     """A child pruned or accepted on its forecast alone, and the incumbent it was judged against."""
 
-    kind: str  # "prune" or "accept"
+    kind: Literal["prune", "accept"]
     candidate_hash: str
     incumbent: float
 
     def wrong(self, speedup: float | None) -> bool:
-        """Whether a measured speedup (None: failed) shows the decision wrong: a pruned child beat the incumbent,
-        an accepted one did not."""
-        beat = speedup is not None and speedup > self.incumbent
-        return beat if self.kind == "prune" else not beat
+        return decision_wrong(self.kind, self.incumbent, speedup)
 
 
 def trusted_decisions(store: Store, run_id: str) -> list[TrustedDecision]:
@@ -67,8 +73,9 @@ def trusted_decisions(store: Store, run_id: str) -> list[TrustedDecision]:
     out = []
     for event in store.events(run_id, kind="route"):
         record = RouteRecord.model_validate(event.payload)
-        if record.trusted_as and not record.audit and record.decision == record.trusted_as and event.candidate_hash:
-            out.append(TrustedDecision(kind=record.trusted_as, candidate_hash=event.candidate_hash,
+        if record.forecast_alone and event.candidate_hash:
+            out.append(TrustedDecision(kind="prune" if record.decision == "prune" else "accept",
+                                       candidate_hash=event.candidate_hash,
                                        incumbent=record.incumbent or 1.0))
     return out
 
@@ -150,15 +157,15 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
         if record.audit:
             out.audits += 1
             if record.trusted_as in audits and was_measured:
-                beat = speedup is not None and speedup > (record.incumbent or 1.0)
-                audits[record.trusted_as].append(beat if record.trusted_as == "prune" else not beat)
+                audits[record.trusted_as].append(decision_wrong(record.trusted_as, record.incumbent or 1.0, speedup))
         elif record.spare:
             out.spare += 1
             out.spare_beat += int(was_measured and speedup is not None and speedup > (record.incumbent or 1.0))
-        elif record.decision == "prune" and record.trusted_as == "prune":
-            out.trusted_prunes += 1
-        elif record.decision == "accept":
-            out.trusted_accepts += 1
+        elif record.forecast_alone:
+            if record.decision == "prune":
+                out.trusted_prunes += 1
+            else:
+                out.trusted_accepts += 1
     for event in store.events(run_id, kind="route"):
         if event.candidate_hash:
             seen.add(event.candidate_hash)
@@ -172,5 +179,5 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
     return out
 
 
-__all__ = ["AuditRate", "RouteRecord", "TrustSummary", "TrustedDecision", "calibration_rows", "live_counts", "trust_summary",
-           "trusted_decisions"]
+__all__ = ["AuditRate", "RouteRecord", "TrustSummary", "TrustedDecision", "calibration_rows", "decision_wrong",
+           "live_counts", "trust_summary", "trusted_decisions"]
