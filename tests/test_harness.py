@@ -138,6 +138,23 @@ def test_compile_cache_hit(task: Task, worker: MeasurementWorker) -> None:
     assert second.compile_ms == 0.0
 
 
+def test_the_compile_cache_keeps_the_most_recent_programs_only(task: Task) -> None:
+    """A worker compiles every candidate of a search: kept forever, the programs grew one to 14 GiB."""
+    from kernelcast.tools.backends.opencl import OpenCLRunner
+    from kernelcast.tools.device_probe import choose_device
+
+    runner = OpenCLRunner(choose_device(None).index, kept_builds=2)
+    sources = [variant(task, body).source for body in ("y[i] = y[i] + a * x[i];", "y[i] = x[i] * a + y[i];",
+                                                        "y[i] = fma(a, x[i], y[i]);")]
+    for source in sources:
+        assert runner.build(source, "saxpy", [])[1] is False
+    assert len(runner._kernels) == 2
+    assert runner.build(sources[2], "saxpy", [])[1] is True  # the most recent are kept
+    assert runner.build(sources[1], "saxpy", [])[1] is True
+    assert runner.build(sources[0], "saxpy", [])[1] is False  # the oldest was dropped, and builds again
+    assert runner.build(sources[2], "saxpy", [])[1] is False  # ... which dropped the least recently used
+
+
 def test_candidate_of_another_task_is_invalid(task: Task, worker: MeasurementWorker) -> None:
     m = worker.measure(task, task.reference().model_copy(update={"task": "gemm"}), SMALL)
     assert m.status is Status.invalid

@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from kernelcast.tools.backends.base import GUARD_BYTE, GUARD_BYTES, CompileError, DeviceRuntimeError, Runner
+from kernelcast.tools.backends.base import (GUARD_BYTE, GUARD_BYTES, KEPT_BUILDS, BuildCache, CompileError,
+                                           DeviceRuntimeError, Runner)
 from kernelcast.tools.backends.base import trim_log  # one trimming rule for every compiler log
 from kernelcast.tools.measurement import HardwareSpec
 
@@ -199,11 +200,11 @@ class CudaRunner(Runner):
 
     backend = "cuda"
 
-    def __init__(self, device: str | None = None) -> None:
+    def __init__(self, device: str | None = None, kept_builds: int = KEPT_BUILDS) -> None:
         self.drv = _drv()
         self.device = select_device(self.drv, device)
         self.spec = device_spec(self.drv, self.device)
-        self._kernels: dict[tuple[str, str, tuple[str, ...], str], _Kernel] = {}
+        self._kernels = BuildCache(kept_builds)
         self._generation = 0
         self._poisoned: str | None = None
         self._scratch: Any = None
@@ -266,8 +267,8 @@ class CudaRunner(Runner):
         """nvcc through pycuda (whose own disk cache may make a 'miss' fast across processes)."""
         self._recover()
         key = (self.spec.key, hashlib.sha256(source.encode()).hexdigest(), tuple(options), entry)
-        if key in self._kernels:
-            return self._kernels[key], True, 0.0
+        if (cached := self._kernels.get(key)) is not None:
+            return cached, True, 0.0
         from pycuda.compiler import SourceModule
 
         start = time.perf_counter()
@@ -286,7 +287,7 @@ class CudaRunner(Runner):
         except self.drv.Error as exc:
             raise CompileError(f"kernel {entry!r} not found in the compiled module: {trim_log(str(exc))}") from None
         kernel = _Kernel(module, function, entry, self._generation)
-        self._kernels[key] = kernel
+        self._kernels.put(key, kernel)
         return kernel, False, (time.perf_counter() - start) * 1e3
 
     def alloc(self, nbytes: int) -> _Buf:

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from kernelcast.tools.backends.base import GUARD_BYTE, GUARD_BYTES, CompileError, DeviceRuntimeError, Runner, trim_log
+from kernelcast.tools.backends.base import (GUARD_BYTE, GUARD_BYTES, KEPT_BUILDS, BuildCache, CompileError,
+                                           DeviceRuntimeError, Runner, trim_log)
 from kernelcast.tools.measurement import HardwareSpec
 from kernelcast.tools.opencl_runtimes import register as register_runtimes
 
@@ -168,7 +169,7 @@ class _Buf:
 class OpenCLRunner(Runner):
     backend = "opencl"
 
-    def __init__(self, device: str | None = None) -> None:
+    def __init__(self, device: str | None = None, kept_builds: int = KEPT_BUILDS) -> None:
         cl = self.cl = _cl()
         selector, units = split_selector(device)
         self.platform, self.device = select_device(selector)
@@ -178,7 +179,7 @@ class OpenCLRunner(Runner):
         self.context = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.spec = device_spec(self.platform, self.device, whole if units is not None else None)
-        self._kernels: dict[tuple[str, str, tuple[str, ...], str], Any] = {}
+        self._kernels = BuildCache(kept_builds)
         self._flush: tuple[Any, Any, Any] | None = None
         self._cache_bytes: int | None = None
         align = max(1, int(getattr(self.device, "mem_base_addr_align", 1024)) // 8)
@@ -189,8 +190,8 @@ class OpenCLRunner(Runner):
 
     def build(self, source: str, entry: str, options: list[str]) -> tuple[Any, bool, float]:
         key = (self.spec.key, hashlib.sha256(source.encode()).hexdigest(), tuple(options), entry)
-        if key in self._kernels:
-            return self._kernels[key], True, 0.0
+        if (cached := self._kernels.get(key)) is not None:
+            return cached, True, 0.0
         start = time.perf_counter()
         try:
             with warnings.catch_warnings():
@@ -202,7 +203,7 @@ class OpenCLRunner(Runner):
             kernel = self.cl.Kernel(program, entry)
         except self.cl.Error as exc:
             raise CompileError(f"kernel {entry!r} not found in the compiled program: {trim_log(str(exc))}") from None
-        self._kernels[key] = kernel
+        self._kernels.put(key, kernel)
         return kernel, False, (time.perf_counter() - start) * 1e3
 
     def alloc(self, nbytes: int) -> _Buf:
