@@ -61,15 +61,6 @@ class RunConfig(BaseModel):
         return self.model_copy(update={"task": name, "sizes": task.size_label(self.sizes)})
 
     @property
-    def forecaster_leaves_task_out(self) -> bool:
-        """The learned forecaster's forest trains without this task's rows when asked to, and when the run
-        measures at small sizes: the rows it trains on are full-size, another problem of the same kernel, whose
-        best points the forest would carry over (on the search bench's spaces, small sizes, the forest with its
-        task's full-size rows ranked gemv's VEC = 8 points first, the full-size optimum; the small-size optimum
-        is VEC = 1 with 16 work-items). The in-task model already keeps full- and small-size data apart."""
-        return self.leave_task_out or self.sizes != "full"
-
-    @property
     def router_spec(self) -> RouterSpec:
         return router_spec(self.router)
 

@@ -20,7 +20,7 @@ def build_context(run_id: str, config: RunConfig, store: Store, env: RunEnv, mea
     generator = make_generator(config.generator, worker=measurer, model=config.model, api_base=env.api_base)
     training = Store(config.training_db) if config.training_db else store
     forecaster = make_forecaster(config.forecaster, store=training, device=hardware.key, model=config.model,
-                                 api_base=env.api_base, exclude_task=task.name if config.forecaster_leaves_task_out else None,
+                                 api_base=env.api_base, exclude_task=task.name if config.leave_task_out else None,
                                  worker=measurer)
     return RunContext(run_id=run_id, config=config, task=task, store=store, measurer=measurer, generator=generator,
                       forecaster=forecaster, hardware=hardware, env=env,

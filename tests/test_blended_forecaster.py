@@ -81,24 +81,3 @@ def test_a_run_at_small_sizes_is_forecast_and_taught_at_small_sizes(seed_device:
     small_after = model.forecast_many(small, cands, seed_device)
     assert small_after[5].provenance.mode == "in-task" and small_after[5].provenance.log_speedup_mean > max(small_before)
     assert means(task) == full_before  # the full-size problem learned nothing from small-size measurements
-
-
-def test_a_run_at_small_sizes_trains_the_forest_without_its_tasks_full_size_rows(tmp_path: Path) -> None:
-    """The store and seed rows are full-size: for a small-size run of the same task they describe another
-    problem, whose best points the forest would carry over. Other tasks' rows stay; a full-size run keeps its
-    task's rows."""
-    from kernelcast.graphs.config import RunConfig
-    from kernelcast.graphs.context import RunEnv
-    from kernelcast.graphs.run import build_context
-    from kernelcast.tools.measurer import make_measurer
-
-    task = resolve_task("gemv")
-    assert task.size_label("small") == "small"  # gemv has a small problem of its own
-    store = Store(tmp_path / "k.db")
-    with make_measurer("opencl", store=store) as measurer:
-        for sizes, keeps_task in (("full", True), ("small", False)):
-            config = RunConfig(task="gemv", budget=4, sizes=sizes).for_task(task, "gemv")  # type: ignore[arg-type]
-            forecaster = build_context("r", config, store, RunEnv(tmp_path), measurer).forecaster
-            assert isinstance(forecaster, BlendedForecaster)
-            assert ("gemv" in forecaster.data.tasks) is keeps_task, sizes
-            assert "saxpy" in forecaster.data.tasks
