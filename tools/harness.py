@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +21,7 @@ from kernelcast.tools.backends.base import CompileError, DeviceRuntimeError, Run
 from kernelcast.tools.candidate import Candidate, SignatureError
 from kernelcast.tools.confinement import check_candidate as confine
 from kernelcast.tools.expr import ExpressionError, evaluate
+from kernelcast.tools.lru import LRUCache
 from kernelcast.tools.measurement import Measurement, MeasureConfig, Status, TimingStats, speedup_interval
 from kernelcast.tools.task import BufferArg, ScalarArg, Task
 
@@ -272,8 +272,15 @@ def fresh_seed(seeds: list[int]) -> int:
 
 
 # ---- the protocol -----------------------------------------------------------------
-#: host memory the harness may keep for seeded inputs it will upload again (see Harness.inputs)
+#: host memory the harness may keep for seeded inputs it will upload again (see Harness.inputs), and as much
+#: for the reference's outputs it checks candidates against (per task, size set and seed: a long session over
+#: many tasks kept every one of them)
 INPUT_CACHE_BYTES = 512 * 2**20
+REFERENCE_CACHE_BYTES = 512 * 2**20
+
+
+def _nbytes(arrays: dict[str, np.ndarray]) -> int:
+    return sum(a.nbytes for a in arrays.values())
 
 
 class Harness:
@@ -281,24 +288,22 @@ class Harness:
 
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
-        self._ref_outputs: dict[tuple[str, str, str, int], dict[str, np.ndarray]] = {}  # by task_identity
+        # by (task_identity, reference, sizes, seed)
+        self._ref_outputs: LRUCache[dict[str, np.ndarray]] = LRUCache(REFERENCE_CACHE_BYTES, _nbytes)
         self._confined: set[tuple[str, str, tuple[str, ...]]] = set()
-        self._inputs: OrderedDict[tuple[str, tuple[tuple[str, int], ...], int], dict[str, np.ndarray]] = OrderedDict()
+        self._inputs: LRUCache[dict[str, np.ndarray]] = LRUCache(INPUT_CACHE_BYTES, _nbytes)
 
     def inputs(self, task: Task, sizes: dict[str, int], seed: int) -> dict[str, np.ndarray]:
         """Seeded inputs, generated once per (task, sizes, seed) and kept read-only: generating a large
         operand costs more than launching a kernel on it. The least recently used are dropped beyond
         ``INPUT_CACHE_BYTES``."""
         key = (task_identity(task), tuple(sorted(sizes.items())), seed)
-        if key in self._inputs:
-            self._inputs.move_to_end(key)
-            return self._inputs[key]
+        if (cached := self._inputs.get(key)) is not None:
+            return cached
         arrays = make_inputs(task, sizes, seed)
         for array in arrays.values():
             array.flags.writeable = False
-        self._inputs[key] = arrays
-        while len(self._inputs) > 1 and sum(a.nbytes for v in self._inputs.values() for a in v.values()) > INPUT_CACHE_BYTES:
-            self._inputs.popitem(last=False)
+        self._inputs.put(key, arrays)
         return arrays
 
     def build(self, task: Task, candidate: Candidate) -> tuple[Any, bool, float]:
@@ -385,13 +390,14 @@ class Harness:
     def _reference_outputs(self, task: Task, reference: Candidate, kernel: Any, sizes: dict[str, int],
                            sizes_name: str, seed: int, geometry: Any) -> dict[str, np.ndarray]:
         key = (task_identity(task), reference.hash, sizes_name, seed)
-        if key not in self._ref_outputs:
-            result = run_once(self.runner, task, kernel, sizes, self.inputs(task, sizes, seed), geometry)
-            problems = reference_problems(task, result)
-            if problems:
-                raise ReferenceBroken("the task's reference kernel failed its own checks: " + "; ".join(problems))
-            self._ref_outputs[key] = result.outputs
-        return self._ref_outputs[key]
+        if (cached := self._ref_outputs.get(key)) is not None:
+            return cached
+        result = run_once(self.runner, task, kernel, sizes, self.inputs(task, sizes, seed), geometry)
+        problems = reference_problems(task, result)
+        if problems:
+            raise ReferenceBroken("the task's reference kernel failed its own checks: " + "; ".join(problems))
+        self._ref_outputs.put(key, result.outputs)
+        return result.outputs
 
     def check_reference(self, task: Task, sizes_name: str) -> None:
         """Build and run the reference once before anything is spent; raises what is wrong with the task."""

@@ -10,8 +10,6 @@ this interface, so OpenCL and CUDA follow the same protocol.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections import OrderedDict
-from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -21,10 +19,11 @@ from kernelcast.tools.measurement import HardwareSpec
 GUARD_BYTES = 4096  # canary zone before and after every buffer
 GUARD_BYTE = 0xA5
 MAX_LOG_CHARS = 4000
-# compiled programs a runner keeps. A worker lives for a whole search and compiles every candidate it validates
-# or measures; kept forever, each program's compiled code (about 3 MiB on Intel's CPU runtime) grew a search
-# bench's worker to 14 GiB on a 24 GiB machine. A round validates and then measures at most a few hundred
-# children, so the programs a round measures are still here when it measures them.
+# compiled programs a runner keeps (tools.lru.LRUCache; a dropped program's memory is reused by the next
+# compile). A worker lives for a whole search and compiles every candidate it validates or measures; kept
+# forever, each program's compiled code (about 3 MiB on Intel's CPU runtime) grew a search bench's worker to
+# 14 GiB on a 24 GiB machine. A round validates and then measures at most a few hundred children, so the
+# programs a round measures are still here when it measures them.
 KEPT_BUILDS = 256
 
 
@@ -32,35 +31,6 @@ def trim_log(text: str) -> str:
     """Compiler and runtime logs fed back to generators: head and tail of long ones."""
     text = text.strip()
     return text if len(text) <= MAX_LOG_CHARS else text[: MAX_LOG_CHARS // 2] + "\n...\n" + text[-MAX_LOG_CHARS // 2:]
-
-
-class BuildCache:
-    """A runner's compiled kernels by (device, source hash, options, entry); beyond ``limit`` the least recently
-    used is dropped (the runtime frees its program, and the memory is reused by the next compile)."""
-
-    def __init__(self, limit: int = KEPT_BUILDS) -> None:
-        if limit < 1:
-            raise ValueError(f"a build cache keeps at least one program, not {limit}")
-        self.limit = limit
-        self._items: OrderedDict[Hashable, Any] = OrderedDict()
-
-    def get(self, key: Hashable) -> Any | None:
-        if key not in self._items:
-            return None
-        self._items.move_to_end(key)
-        return self._items[key]
-
-    def put(self, key: Hashable, kernel: Any) -> None:
-        self._items[key] = kernel
-        self._items.move_to_end(key)
-        while len(self._items) > self.limit:
-            self._items.popitem(last=False)
-
-    def clear(self) -> None:
-        self._items.clear()
-
-    def __len__(self) -> int:
-        return len(self._items)
 
 
 class CompileError(RuntimeError):

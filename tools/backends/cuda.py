@@ -35,9 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from kernelcast.tools.backends.base import (GUARD_BYTE, GUARD_BYTES, KEPT_BUILDS, BuildCache, CompileError,
+from kernelcast.tools.backends.base import (GUARD_BYTE, GUARD_BYTES, KEPT_BUILDS, CompileError,
                                            DeviceRuntimeError, Runner)
 from kernelcast.tools.backends.base import trim_log  # one trimming rule for every compiler log
+from kernelcast.tools.lru import LRUCache
 from kernelcast.tools.measurement import HardwareSpec
 
 DEFAULT_BLOCK = 256
@@ -204,7 +205,7 @@ class CudaRunner(Runner):
         self.drv = _drv()
         self.device = select_device(self.drv, device)
         self.spec = device_spec(self.drv, self.device)
-        self._kernels = BuildCache(kept_builds)
+        self._kernels: LRUCache[Any] = LRUCache(kept_builds)
         self._generation = 0
         self._poisoned: str | None = None
         self._scratch: Any = None

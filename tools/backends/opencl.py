@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from kernelcast.tools.backends.base import (GUARD_BYTE, GUARD_BYTES, KEPT_BUILDS, BuildCache, CompileError,
+from kernelcast.tools.backends.base import (GUARD_BYTE, GUARD_BYTES, KEPT_BUILDS, CompileError,
                                            DeviceRuntimeError, Runner, trim_log)
+from kernelcast.tools.lru import LRUCache
 from kernelcast.tools.measurement import HardwareSpec
 from kernelcast.tools.opencl_runtimes import register as register_runtimes
 
@@ -179,7 +180,7 @@ class OpenCLRunner(Runner):
         self.context = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.spec = device_spec(self.platform, self.device, whole if units is not None else None)
-        self._kernels = BuildCache(kept_builds)
+        self._kernels: LRUCache[Any] = LRUCache(kept_builds)
         self._flush: tuple[Any, Any, Any] | None = None
         self._cache_bytes: int | None = None
         align = max(1, int(getattr(self.device, "mem_base_addr_align", 1024)) // 8)
