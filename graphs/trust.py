@@ -45,14 +45,19 @@ def calibration_rows(store: Store, device: str) -> list[CalibrationRow]:
         for record, speedup, was_measured in _decisions(store, run.id):
             if record.p_beat is None or record.incumbent is None or not was_measured:
                 continue
-            rows.append(CalibrationRow(record.p_beat, speedup is not None and speedup > record.incumbent))
+            rows.append(CalibrationRow(record.p_beat, beat_incumbent(record.incumbent, speedup)))
     return rows
+
+
+def beat_incumbent(incumbent: float, speedup: float | None) -> bool:
+    """Whether a measured child (speedup None: it failed) beat the incumbent of its decision."""
+    return speedup is not None and speedup > incumbent
 
 
 def decision_wrong(kind: str, incumbent: float, speedup: float | None) -> bool:
     """Whether a measured speedup (None: failed) shows a forecast's decision wrong: a pruned child beat the
     incumbent, an accepted one did not."""
-    beat = speedup is not None and speedup > incumbent
+    beat = beat_incumbent(incumbent, speedup)
     return beat if kind == "prune" else not beat
 
 
@@ -160,7 +165,7 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
                 audits[record.trusted_as].append(decision_wrong(record.trusted_as, record.incumbent or 1.0, speedup))
         elif record.spare:
             out.spare += 1
-            out.spare_beat += int(was_measured and speedup is not None and speedup > (record.incumbent or 1.0))
+            out.spare_beat += int(was_measured and beat_incumbent(record.incumbent or 1.0, speedup))
         elif record.forecast_alone:
             if record.decision == "prune":
                 out.trusted_prunes += 1
@@ -179,5 +184,5 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
     return out
 
 
-__all__ = ["AuditRate", "RouteRecord", "TrustSummary", "TrustedDecision", "calibration_rows", "decision_wrong",
-           "live_counts", "trust_summary", "trusted_decisions"]
+__all__ = ["AuditRate", "RouteRecord", "TrustSummary", "TrustedDecision", "beat_incumbent", "calibration_rows",
+           "decision_wrong", "live_counts", "trust_summary", "trusted_decisions"]
