@@ -205,7 +205,7 @@ class CudaRunner(Runner):
         self.drv = _drv()
         self.device = select_device(self.drv, device)
         self.spec = device_spec(self.drv, self.device)
-        self._kernels: LRUCache[Any] = LRUCache(kept_builds)
+        self._kernels: LRUCache[_Kernel] = LRUCache(kept_builds)
         self._generation = 0
         self._poisoned: str | None = None
         self._scratch: Any = None
