@@ -239,6 +239,27 @@ def children(c: ci.Cursor) -> list[ci.Cursor]:
     return list(c.get_children())
 
 
+def declarators(ps: ParsedSource, stmt: ci.Cursor) -> tuple[str, list[tuple[int, int]]] | None:
+    """A declaration statement's shared specifiers and each declarator's byte range: for
+    ``int x = get_global_id(0), *p = a;`` it is ``"int"`` and the ranges of ``x = get_global_id(0)`` and
+    ``*p = a``, so each declarator can stand as a declaration of its own. None when the statement declares
+    anything but variables, or when the specifiers cannot be told apart from the first declarator (a
+    qualified pointer such as ``float * const p``)."""
+    decls = children(stmt)
+    if not decls or any(d.kind != K.VAR_DECL for d in decls):
+        return None
+    start, spec_end = ps.span(stmt)[0], decls[0].location.offset
+    while spec_end > start and ps.data[spec_end - 1:spec_end] in (b" ", b"\t", b"\n", b"\r", b"*"):
+        spec_end -= 1
+    spec = ps.data[start:spec_end]
+    if not spec.strip() or b"*" in spec:
+        return None
+    ranges = [(spec_end, ps.span(decls[0])[1])]
+    for before, decl in zip(decls, decls[1:]):
+        ranges.append((ps.data.index(b",", ps.span(before)[1]) + 1, ps.span(decl)[1]))
+    return spec.decode(), ranges
+
+
 def strip(c: ci.Cursor) -> ci.Cursor:
     """Through implicit casts and parentheses to the expression that matters."""
     while c.kind in (K.UNEXPOSED_EXPR, K.PAREN_EXPR, K.CSTYLE_CAST_EXPR) and children(c):

@@ -155,6 +155,26 @@ def test_coarsening_keeps_guards_else_branches_and_early_returns_correct(
         assert_correct(worker, task, result.candidate, result.label)
 
 
+@pytest.mark.parametrize("fx,fy,mapping", [(2, 1, "cyclic"), (1, 4, "block"), (2, 2, "block")])
+def test_coarsening_declares_each_declarator_of_a_shared_declaration_once_per_copy(
+        worker: MeasurementWorker, fx: int, fy: int, mapping: str) -> None:
+    """``const int j = get_global_id(0), i = get_global_id(1);`` is one statement whose declarators depend on
+    different dimensions: coarsened in x, each copy needs its own j but the copies share i (repeating the
+    statement per copy redefined i and the rewrite did not compile, so no 2-D kernel written this way was
+    ever coarsened)."""
+    stencil = resolve_task("stencil2d")
+    source = stencil.source.replace("const int j = get_global_id(0);\n    const int i = get_global_id(1);",
+                                    "const int j = get_global_id(0), i = get_global_id(1);")
+    assert "j = get_global_id(0), i" in source
+    task = Task(stencil.spec.model_copy(update={"template": None}), stencil.path, source, None)
+    result = coarsen(task, task.reference(), fx, fy, mapping)
+    copies = result.candidate.source
+    assert copies.count("const int j_kc") == (fx if fx > 1 else 0)  # renamed per copy where coarsened
+    assert copies.count("const int i_kc") == (fy if fy > 1 else 0)
+    assert ("const int i = get_global_id(1);" in copies) == (fy == 1)  # declared once when the copies share it
+    assert_correct(worker, task, result.candidate, result.label)
+
+
 def test_coarsening_refuses_kernels_that_observe_their_work_group_and_sizes_that_do_not_divide() -> None:
     gemm = resolve_task("gemm")
     tiled = gemm.instantiate({"TM": 2, "TN": 2, "WGX": 8, "WGY": 2, "KU": 1, "LOCAL": 1, "TK": 8})

@@ -29,6 +29,7 @@ from kernelcast.agents.kernel_ast import (
     calls,
     children,
     decl_key,
+    declarators,
     has_jump,
     int_literal,
     modified_decls,
@@ -234,10 +235,21 @@ class _Jammer:
                  hoistable: set[tuple[int, int]] | None = None) -> str:
         if has_jump(s, (K.RETURN_STMT, K.GOTO_STMT)):
             raise NotApplicable("a return inside a nested statement")
-        texts = [self.render(s, c, shared, loads=loads, hoistable=hoistable) for c in self.copies]
+        edits = [self._edits(s, c, shared, loads, hoistable or set()) for c in self.copies]
+        split = declarators(self.ps, s) if s.kind == K.DECL_STMT else None
+        if split is None or len(split[1]) == 1:
+            return self._once_if_shared(s, [self.ps.render(s, e, statement=True) for e in edits])
+        # one declaration per declarator: in ``int x = get_global_id(0), y = get_global_id(1);`` coarsened in
+        # x, each copy has its own x but all share y, which must be declared once
+        spec, ranges = split
+        return "\n".join(self._once_if_shared(s, [f"{spec} {self.ps.slice(start, end, e).strip()};" for e in edits])
+                         for start, end in ranges)
+
+    def _once_if_shared(self, s: ci.Cursor, texts: list[str]) -> str:
+        """The copies' texts of a statement; a declaration the copies share is made once."""
         if s.kind == K.DECL_STMT and len(set(texts)) < len(texts):
             self._pure(s)
-            texts = list(dict.fromkeys(texts))  # a declaration the copies share is made once
+            texts = list(dict.fromkeys(texts))
         return "\n".join(texts)
 
     def block(self, s: ci.Cursor, shared: set[Key]) -> str:
