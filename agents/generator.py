@@ -213,7 +213,7 @@ class GenerationContext(BaseModel):
 def _tried(store: "Store", task: Task, measurements: list[Measurement]) -> list[Tried]:
     """The latest result of every measured kernel, with its intent (one query for the intents)."""
     latest = {m.candidate_hash: m for m in measurements}
-    intents = {c.hash: c.intent for c in store.candidates(task.name)}
+    intents = store.intents(task.name)
     return [Tried(intent=intents.get(h) or "(no intent)", status=m.status.value, speedup=m.speedup if m.ok else None)
             for h, m in latest.items()]
 

@@ -34,6 +34,7 @@ def test_round_trip(tmp_path: Path) -> None:
     store.add_candidate(point)  # idempotent by content hash
     assert len(store.candidates("saxpy")) == 2
     assert store.candidate(point.hash[:6]) == point
+    assert store.intents("saxpy") == {ref.hash: ref.intent, point.hash: point.intent} and store.intents("gemm") == {}
     store.add_measurement(measurement(point.hash, 1.5))
     store.add_measurement(measurement(ref.hash, None, Status.compile_error))
     got = store.measurements(task="saxpy")
