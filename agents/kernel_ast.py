@@ -125,7 +125,7 @@ class ParsedSource:
         raise KernelParseError(f"kernel {entry!r} is not defined in the source (kernels: {names})")
 
     def _top_level(self, c: ci.Cursor) -> Iterator[ci.Cursor]:
-        for child in c.get_children():
+        for child in children(c):
             if child.kind in (K.LINKAGE_SPEC, K.NAMESPACE, K.UNEXPOSED_DECL):
                 yield from self._top_level(child)
             else:
@@ -231,12 +231,25 @@ def parse(source: str, language: str = "opencl", defines: dict[str, object] | No
 def walk(c: ci.Cursor) -> Iterator[ci.Cursor]:
     """Pre-order, ``c`` included."""
     yield c
-    for child in c.get_children():
+    for child in children(c):
         yield from walk(child)
 
 
 def children(c: ci.Cursor) -> list[ci.Cursor]:
-    return list(c.get_children())
+    """The cursor's children, listed once per parse: libclang builds every child list through a Python
+    callback (about 6 us a child), and the transformations walk the same subtrees many times (coarsening renders
+    each statement once per copy; unrolling scans every loop for inner loops)."""
+    tu = getattr(c, "_tu", None)  # libclang sets it on every cursor it hands out
+    if tu is None:
+        return list(c.get_children())
+    listed: dict[ci.Cursor, list[ci.Cursor]] | None = getattr(tu, "_kernelcast_children", None)
+    if listed is None:
+        listed = {}
+        tu._kernelcast_children = listed
+    kids = listed.get(c)
+    if kids is None:
+        kids = listed[c] = list(c.get_children())
+    return list(kids)  # a copy: callers may edit their list
 
 
 def declarators(ps: ParsedSource, stmt: ci.Cursor) -> tuple[str, list[tuple[int, int]]] | None:

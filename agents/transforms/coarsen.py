@@ -154,7 +154,7 @@ class _Jammer:
                 if name is not None:
                     at = n.location.offset
                     edits.append(Span(at, at + len(n.spelling.encode()), name))
-            for child in n.get_children():
+            for child in children(n):
                 visit(child)
 
         visit(cursor)
@@ -324,7 +324,7 @@ class _Jammer:
                         and all(c.spelling.startswith("get_") for c in calls(index))):
                     out.add(ps.span(n))
                     return
-            for child in n.get_children():
+            for child in children(n):
                 visit(child)
 
         for s in stmts:

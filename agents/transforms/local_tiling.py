@@ -234,7 +234,7 @@ class _Analysis:
                 return
             if c.kind == K.ARRAY_SUBSCRIPT_EXPR:
                 out.add(c.extent.start.offset)
-            for child in c.get_children():
+            for child in children(c):
                 visit(child)
 
         visit(body)

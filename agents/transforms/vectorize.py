@@ -190,7 +190,7 @@ class VectorJammer(_Jammer):
                 else:
                     edits.extend(self._edits(n, copy, shared, None, set()))
                 return
-            for child in n.get_children():
+            for child in children(n):
                 visit(child)
 
         visit(c)
@@ -247,7 +247,7 @@ class VectorJammer(_Jammer):
                         edits.append(Span(*ps.span(n), f"({self._inline(init[-1], copy)})"))
                         return
                 return
-            for child in n.get_children():
+            for child in children(n):
                 visit(child)
 
         visit(c)
