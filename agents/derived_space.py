@@ -31,6 +31,7 @@ from kernelcast.agents.transforms.unroll import FACTORS as UNROLL_FACTORS
 from kernelcast.agents.transforms.unroll import innermost_counted_loops, unroll
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.expr import ExpressionError, evaluate_int
+from kernelcast.tools.preprocess import PreprocessError, preprocess
 from kernelcast.tools.task import Task
 
 Point = dict[str, Any]
@@ -53,11 +54,26 @@ def work_group_shapes(dims: int, max_wg: int) -> list[str]:
     return [f"{x},{y}{extra}" for y in powers if y <= MAX_WG_Y for x in powers if x <= MAX_WG_X and x * y <= max_wg]
 
 
+def without_macros(task: Task, kernel: Candidate) -> Candidate:
+    """The kernel as the compiler sees it (the file's macros expanded, its comments gone) when its entry kernel
+    uses a macro of the file; else the kernel itself. The transformations edit the text under the AST, which a
+    macro hides, so a kernel written with ``#define`` constants had no derived space beyond work-group shapes.
+    The expanded kernel has the same identity (a content hash is of the preprocessed source)."""
+    try:
+        ps, entry = entry_of(kernel.source, task.language, task.spec.entry)
+        if not ps.uses_macros(entry):
+            return kernel
+        return kernel.model_copy(update={"source": preprocess(kernel.source, task.language,
+                                                              tuple(kernel.build_options))})
+    except (NotApplicable, PreprocessError):
+        return kernel
+
+
 class DerivedSpace:
     """The parameter space of the transformations applicable to ``base`` (a task's kernel)."""
 
     def __init__(self, task: Task, base: Candidate, max_wg: int) -> None:
-        self.task, self.base, self.max_wg = task, base, max_wg
+        self.task, self.base, self.max_wg = task, without_macros(task, base), max_wg
         self.params: dict[str, list[Any]] = {}
         self.unavailable: dict[str, str] = {}  # transformation -> why it does not apply
         self._cache: dict[tuple[tuple[str, Any], ...], tuple[Candidate, str] | None] = {}

@@ -242,6 +242,26 @@ def test_derived_space_names_the_applicable_transformations() -> None:
     assert "scalar_replace" not in DerivedSpace(histogram, histogram.reference(), 256).params
 
 
+def test_a_kernel_written_with_macros_gets_the_derived_space_of_its_expansion(worker: MeasurementWorker) -> None:
+    """``#define`` constants hide text from the AST the transformations edit: such kernels were offered nothing
+    but work-group shapes. The space is now built on the kernel as the compiler sees it (same identity)."""
+    conv = load_task(KERNELS / "conv2d")
+    source = "#define ROW(r) ((r) * W)\n#define ZERO 0.0f\n" + conv.source.replace(
+        "out[i * W + j] = 0.0f;", "out[ROW(i) + j] = ZERO;").replace("img[(i + u) * W + j + v]", "img[ROW(i + u) + j + v]")
+    assert source.count("ROW(") == 3
+    task = Task(conv.spec, conv.path, source, None)
+    reference = task.reference()
+    space = DerivedSpace(task, reference, 256)
+    assert {"scalar_replace", "coarsen_x", "coarsen_y", "unroll"} <= set(space.params), space.describe()
+    assert "#define" not in space.base.source and "ROW(" not in space.base.source
+    assert space.base.hash == reference.hash  # the same kernel to the compiler, so the same identity
+    made = space.instantiate({**space.identity(), "scalar_replace": 1, "coarsen_x": 2, "unroll": 4})
+    assert made is not None and made[1].startswith("scalar-replace out[") and "coarsen x2" in made[1], made
+    assert_correct(worker, task, made[0], made[1])
+    plain = DerivedSpace(conv, conv.reference(), 256)
+    assert plain.base.source == conv.source  # a kernel without macros keeps its own text (and comments)
+
+
 @pytest.mark.parametrize("name", ["gemm", "gemv", "transpose", "stencil2d", "reduce_rows", "softmax"])
 def test_offline_generator_without_template_proposes_correct_transformed_kernels(
         worker: MeasurementWorker, name: str) -> None:
