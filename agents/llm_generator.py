@@ -23,7 +23,7 @@ from kernelcast.agents.llm_client import LLMClient, LLMError, Messages
 from kernelcast.agents.prompting import (clip_source, derived_space_text, device_guide, launch_text, load_prompt,
                                          tried_text, work_estimate)
 from kernelcast.tools.candidate import Candidate
-from kernelcast.tools.task import BufferArg, Task
+from kernelcast.tools.task import BufferArg, LocalArg, Task
 
 if TYPE_CHECKING:
     from kernelcast.tools.measurer import Measurer
@@ -59,6 +59,9 @@ def _args(task: Task) -> str:
     for arg in task.spec.args:
         if isinstance(arg, BufferArg):
             lines.append(f"- {arg.name}: buffer of {arg.dtype} [{' x '.join(map(str, arg.shape))}], {arg.intent}")
+        elif isinstance(arg, LocalArg):
+            lines.append(f"- {arg.name}: __local memory of {arg.dtype} [{' x '.join(map(str, arg.shape))}] per "
+                         "work-group (sized by the host; keep the work-group size)")
         else:
             lines.append(f"- {arg.name}: scalar {arg.dtype} = {arg.value}")
     return "\n".join(lines)

@@ -31,7 +31,7 @@ from kernelcast.tools.candidate import Candidate, candidate_from_file, candidate
 from kernelcast.tools.measurement import Measurement
 from kernelcast.tools.records import RunRecord
 from kernelcast.tools.store import StoreError
-from kernelcast.tools.task import BufferArg, Task, builtin_task_paths, load_task, resolve_task_in_roots
+from kernelcast.tools.task import BufferArg, LocalArg, Task, builtin_task_paths, load_task, resolve_task_in_roots
 from kernelcast.tools.worker import WorkerError
 
 Sizes = Literal["full", "small"]
@@ -240,7 +240,8 @@ def describe_task(task: TaskName) -> TaskDetail:
         t = confined_task(task)
         spec = t.spec
         args = [f"{a.name}: {a.dtype} buffer [{' x '.join(map(str, a.shape))}], {a.intent}" if isinstance(a, BufferArg)
-                else f"{a.name}: {a.dtype} scalar = {a.value}" for a in spec.args]
+                else f"{a.name}: {a.dtype} local memory [{' x '.join(map(str, a.shape))}] per work-group"
+                if isinstance(a, LocalArg) else f"{a.name}: {a.dtype} scalar = {a.value}" for a in spec.args]
         return TaskDetail(**_task_info(t).model_dump(), entry=spec.entry, arguments=args,
                           global_size=[str(g) for g in spec.launch.global_size],
                           local_size=[str(s) for s in spec.launch.local_size] if spec.launch.local_size else None,

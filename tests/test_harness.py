@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import MeasureConfig, Status
-from kernelcast.tools.task import Task, resolve_task
+from kernelcast.tools.task import Task, load_task, resolve_task
 from kernelcast.tools.worker import MeasurementWorker
 
 SMALL = MeasureConfig(sizes="small", max_reps=10, target_seconds=0.02, timeout_s=60)
@@ -77,6 +78,62 @@ def test_wrong_result_names_the_difference(task: Task, worker: MeasurementWorker
     m = worker.measure(task, variant(task, "y[i] = a * x[i] - y[i];"), SMALL)
     assert m.status is Status.incorrect
     assert "output 'y'" in m.reason and "seed 0" in m.reason
+
+
+PARTIAL_SUMS = """__kernel void partial_sums(__global const float *x, __global float *out, __local float *scratch) {
+    int lid = get_local_id(0);
+    scratch[lid] = x[get_global_id(0)];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = get_local_size(0) / 2; s > 0; s >>= 1) {
+        if (lid < s) scratch[lid] += scratch[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) out[get_group_id(0)] = scratch[0];
+}"""
+PARTIAL_SUMS_TASK = """name = "partial_sums"
+language = "opencl"
+source = "k.cl"
+entry = "partial_sums"
+[sizes]
+N = 65536
+[small_sizes]
+N = 4096
+[[args]]
+name = "x"
+dtype = "float32"
+shape = ["N"]
+intent = "in"
+[[args]]
+name = "out"
+dtype = "float32"
+shape = ["N / 128"]
+intent = "out"
+[[args]]
+name = "scratch"
+kind = "local"
+dtype = "float32"
+shape = ["128"]
+[launch]
+global = ["N"]
+local = ["128"]
+[tolerance]
+rtol = 1e-4
+atol = 1e-4
+"""
+
+
+def test_a_kernel_with_a_local_memory_argument_is_measured_and_checked(tmp_path: Path,
+                                                                       worker: MeasurementWorker) -> None:
+    """``kind = "local"`` sizes a ``__local`` pointer argument per work-group: the classic work-group reduction
+    runs as written, and a candidate whose tree skips half the partial sums is caught."""
+    (tmp_path / "k.cl").write_text(PARTIAL_SUMS)
+    (tmp_path / "task.toml").write_text(PARTIAL_SUMS_TASK)
+    sums = load_task(tmp_path / "task.toml")
+    same = worker.measure(sums, sums.reference(), SMALL)
+    assert same.status is Status.correct, same.reason
+    skipping = sums.reference().model_copy(update={"source": PARTIAL_SUMS.replace("s >>= 1", "s >>= 2")})
+    wrong = worker.measure(sums, skipping, SMALL)
+    assert wrong.status is Status.incorrect and "output 'out'" in wrong.reason
 
 
 def test_nan_output_is_incorrect(task: Task, worker: MeasurementWorker) -> None:

@@ -135,6 +135,30 @@ def test_a_missing_argument_is_a_task_error_not_a_type_error(tmp_path: Path) -> 
         load_task(path)
 
 
+LOCAL_TOML = GOOD.replace('[[args]]\nname = "n"', '[[args]]\nname = "scratch"\nkind = "local"\ndtype = "float32"\n'
+                          'shape = ["64"]\n[[args]]\nname = "n"').replace('global = ["N"]', 'global = ["N"]\nlocal = ["64"]')
+LOCAL_KERNEL = ("__kernel void scale(__global float *x, __local float *scratch, const int n) {"
+                " int i = get_global_id(0), l = get_local_id(0); scratch[l] = x[i]; barrier(CLK_LOCAL_MEM_FENCE);"
+                " x[i] = 2.0f * scratch[l]; }")
+
+
+def test_a_local_memory_argument_is_declared_with_kind_local(tmp_path: Path) -> None:
+    task = load_task(write_task(tmp_path, LOCAL_TOML, LOCAL_KERNEL))
+    assert [a.kind for a in task.spec.args] == ["buffer", "local", "scalar"]
+    as_buffer = LOCAL_TOML.replace('kind = "local"', 'kind = "buffer"\nintent = "in"')
+    with pytest.raises(TaskError, match=r"field 'args.scratch': a buffer, .* local pointer .*kind = \"local\""):
+        load_task(write_task(tmp_path, as_buffer, LOCAL_KERNEL))
+    with pytest.raises(TaskError, match=r"field 'args.scratch': local memory, but .* not a __local pointer"):
+        load_task(write_task(tmp_path, LOCAL_TOML, LOCAL_KERNEL.replace("__local float *scratch",
+                                                                         "__global float *scratch")))
+    with pytest.raises(TaskError, match=r"field 'args.scratch.shape\[0\]': .*not positive"):
+        load_task(write_task(tmp_path, LOCAL_TOML.replace('shape = ["64"]', 'shape = ["64 - 64"]'), LOCAL_KERNEL))
+    cuda = LOCAL_TOML.replace('language = "opencl"', 'language = "cuda"').replace('source = "k.cl"', 'source = "k.cu"')
+    (tmp_path / "k.cu").write_text('extern "C" __global__ void scale(float *x, float *scratch, const int n) {}')
+    with pytest.raises(TaskError, match=r"field 'args.scratch': local-memory arguments exist in OpenCL only"):
+        load_task(write_task(tmp_path, cuda, None))
+
+
 def test_builtin_template_spaces_are_counted_exactly() -> None:
     task = resolve_task("gemm")
     count = task.space_count()

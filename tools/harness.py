@@ -23,7 +23,7 @@ from kernelcast.tools.confinement import check_candidate as confine
 from kernelcast.tools.expr import ExpressionError, evaluate
 from kernelcast.tools.lru import LRUCache
 from kernelcast.tools.measurement import Measurement, MeasureConfig, Status, TimingStats, speedup_interval
-from kernelcast.tools.task import BufferArg, ScalarArg, Task
+from kernelcast.tools.task import BufferArg, LocalArg, ScalarArg, Task
 
 INT_POISON = 0x5A5A5A5A
 
@@ -69,7 +69,7 @@ class LaunchResult:
 
 
 # ---- inputs -----------------------------------------------------------------------
-def buffer_count(arg: BufferArg, sizes: dict[str, int]) -> int:
+def buffer_count(arg: BufferArg | LocalArg, sizes: dict[str, int]) -> int:
     return int(math.prod(int(evaluate(e, sizes)) for e in arg.shape))
 
 
@@ -155,6 +155,9 @@ def bind_args(runner: Runner, task: Task, sizes: dict[str, int], inputs: dict[st
         for arg in task.spec.args:
             if isinstance(arg, ScalarArg):
                 args.append(scalars[arg.name])
+                continue
+            if isinstance(arg, LocalArg):
+                args.append(runner.local_memory(buffer_count(arg, sizes) * np.dtype(arg.dtype).itemsize))
                 continue
             dtype, count = np.dtype(arg.dtype), buffer_count(arg, sizes)
             buf = runner.alloc(count * dtype.itemsize)

@@ -67,6 +67,17 @@ class ScalarArg(_Strict):
     value: str | int | float
 
 
+class LocalArg(_Strict):
+    """A ``__local`` pointer argument (OpenCL): work-group memory the host only sizes, ``shape`` elements of
+    ``dtype`` per work-group (expressions of the sizes). Nothing is uploaded or read back: it holds no data
+    across launches."""
+
+    name: str
+    kind: Literal["local"] = "local"
+    dtype: Literal[DTYPES]  # type: ignore[valid-type]
+    shape: list[str | int] = Field(min_length=1)
+
+
 class Launch(_Strict):
     """Global and (optional) local work size, as expressions of sizes and parameters."""
 
@@ -140,11 +151,12 @@ def _literal_kind(key: str, value: Any) -> str:
 
 
 def _arg_kind(value: Any) -> str:
-    """Arguments are buffers unless they say ``kind = "scalar"``."""
+    """Arguments are buffers unless they say ``kind = "scalar"`` or ``kind = "local"``."""
     return value.get("kind", "buffer") if isinstance(value, dict) else getattr(value, "kind", "buffer")
 
 
-Arg = Annotated[Annotated[BufferArg, Tag("buffer")] | Annotated[ScalarArg, Tag("scalar")], Discriminator(_arg_kind)]
+Arg = Annotated[Annotated[BufferArg, Tag("buffer")] | Annotated[ScalarArg, Tag("scalar")]
+                | Annotated[LocalArg, Tag("local")], Discriminator(_arg_kind)]
 
 
 class TaskSpec(_Strict):
@@ -181,7 +193,7 @@ class TaskSpec(_Strict):
             raise ValueError("small_sizes must name the same sizes as sizes")
         known = set(sizes)
         for arg in self.args:
-            exprs = arg.shape if isinstance(arg, BufferArg) else [arg.value]
+            exprs = arg.shape if isinstance(arg, (BufferArg, LocalArg)) else [arg.value]
             for e in exprs:
                 _check_names(e, known, f"args.{arg.name}")
         for e in [*self.launch.global_size, *(self.launch.local_size or [])]:
@@ -482,7 +494,7 @@ def _check_expressions(task: Task) -> None:
         sizes: dict[str, int | float] = dict(task.sizes(which))
         label = f" at {which} sizes" if spec.small_sizes else ""
         for arg in spec.args:
-            if isinstance(arg, BufferArg):
+            if isinstance(arg, (BufferArg, LocalArg)):
                 for i, e in enumerate(arg.shape):
                     if check(f"args.{arg.name}.shape[{i}]", e, sizes, True) <= 0:
                         raise TaskError(f"{where}: field 'args.{arg.name}.shape[{i}]': {e!r} is not positive{label}")
@@ -566,8 +578,19 @@ def _check_arguments(task: Task) -> list[KernelParam]:
                 raise TaskError(f"{where}: field '{field}': a buffer, but the kernel's argument {i} "
                                 f"({param.name or 'unnamed'}) is a value of type {shown}")
             if param.space not in ("global", "constant", "generic"):
+                hint = ' (declare it with kind = "local")' if param.space == "local" else ""
                 raise TaskError(f"{where}: field '{field}': a buffer, but the kernel's argument {i} is a "
-                                f"{param.space} pointer ({shown})")
+                                f"{param.space} pointer ({shown}){hint}")
+            if param.base != expected:
+                raise TaskError(f"{where}: field '{field}': dtype {arg.dtype} ({expected}), but the kernel's "
+                                f"argument {i} ({param.name or 'unnamed'}) points to {param.base}")
+        elif isinstance(arg, LocalArg):
+            if task.language != "opencl":
+                raise TaskError(f"{where}: field '{field}': local-memory arguments exist in OpenCL only "
+                                f"({task.language} kernels size their shared memory themselves)")
+            if not param.pointer or param.space != "local":
+                raise TaskError(f"{where}: field '{field}': local memory, but the kernel's argument {i} "
+                                f"({param.name or 'unnamed'}) is {shown.strip()}, not a __local pointer")
             if param.base != expected:
                 raise TaskError(f"{where}: field '{field}': dtype {arg.dtype} ({expected}), but the kernel's "
                                 f"argument {i} ({param.name or 'unnamed'}) points to {param.base}")

@@ -7,7 +7,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from kernelcast.console import console, fail
-from kernelcast.tools.task import BufferArg, TaskError, builtin_task_paths, load_task, resolve_task
+from kernelcast.tools.task import BufferArg, LocalArg, TaskError, builtin_task_paths, load_task, resolve_task
 
 app = typer.Typer(help="List built-in tasks or show one task.", invoke_without_command=True)
 
@@ -49,6 +49,8 @@ def show(name: str = typer.Argument(..., help="built-in task name or path to a t
     for i, arg in enumerate(spec.args):
         if isinstance(arg, BufferArg):
             table.add_row(str(i), arg.name, "buffer", arg.dtype, " x ".join(map(str, arg.shape)), arg.intent, arg.init)
+        elif isinstance(arg, LocalArg):
+            table.add_row(str(i), arg.name, "local", arg.dtype, " x ".join(map(str, arg.shape)), "per work-group", "")
         else:
             table.add_row(str(i), arg.name, "scalar", arg.dtype, str(arg.value), "in", "")
     console.print(table)

@@ -62,6 +62,10 @@ class Runner(ABC):
     def alloc(self, nbytes: int) -> Any:
         """A device buffer of ``nbytes`` with guard zones of :data:`GUARD_BYTES` on each side."""
 
+    def local_memory(self, nbytes: int) -> Any:
+        """A kernel argument that sizes ``nbytes`` of work-group memory (OpenCL's ``__local`` pointers)."""
+        raise DeviceRuntimeError(f"{self.backend} kernels take no local-memory arguments")
+
     @abstractmethod
     def upload(self, buf: Any, array: np.ndarray) -> None:
         """Copy ``array`` into the user region of ``buf`` and fill its guards with the canary."""

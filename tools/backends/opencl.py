@@ -214,6 +214,9 @@ class OpenCLRunner(Runner):
         sub = parent.get_sub_region(self.guard, nbytes)
         return _Buf(parent, sub, nbytes)
 
+    def local_memory(self, nbytes: int) -> Any:
+        return self.cl.LocalMemory(max(int(nbytes), 1))
+
     def upload(self, buf: _Buf, array: np.ndarray) -> None:
         data = np.ascontiguousarray(array)
         if data.nbytes != buf.nbytes:
