@@ -48,7 +48,7 @@ from kernelcast.tools.store import Store  # noqa: E402
 from kernelcast.tools.task import Task, load_task, resolve_task  # noqa: E402
 
 BUILTINS = ("gemm", "gemv", "transpose", "stencil2d", "reduce_rows", "softmax")
-OWN = ("matvec_cols", "reduce_global", "conv2d")
+OWN = ("matvec_cols", "reduce_global", "conv2d", "colsum_macros", "blur_u8", "partial_sums")
 KERNELS = Path(__file__).resolve().parent / "kernels"
 # an eighth of the elements of the memory-bound built-ins (softmax: a quarter): 16 MB matrices, 8 MB for softmax
 BENCH_SIZES: dict[str, dict[str, int]] = {

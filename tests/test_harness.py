@@ -80,58 +80,18 @@ def test_wrong_result_names_the_difference(task: Task, worker: MeasurementWorker
     assert "output 'y'" in m.reason and "seed 0" in m.reason
 
 
-PARTIAL_SUMS = """__kernel void partial_sums(__global const float *x, __global float *out, __local float *scratch) {
-    int lid = get_local_id(0);
-    scratch[lid] = x[get_global_id(0)];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = get_local_size(0) / 2; s > 0; s >>= 1) {
-        if (lid < s) scratch[lid] += scratch[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lid == 0) out[get_group_id(0)] = scratch[0];
-}"""
-PARTIAL_SUMS_TASK = """name = "partial_sums"
-language = "opencl"
-source = "k.cl"
-entry = "partial_sums"
-[sizes]
-N = 65536
-[small_sizes]
-N = 4096
-[[args]]
-name = "x"
-dtype = "float32"
-shape = ["N"]
-intent = "in"
-[[args]]
-name = "out"
-dtype = "float32"
-shape = ["N / 128"]
-intent = "out"
-[[args]]
-name = "scratch"
-kind = "local"
-dtype = "float32"
-shape = ["128"]
-[launch]
-global = ["N"]
-local = ["128"]
-[tolerance]
-rtol = 1e-4
-atol = 1e-4
-"""
+KERNELS = Path(__file__).resolve().parents[1] / "bench" / "kernels"
 
 
-def test_a_kernel_with_a_local_memory_argument_is_measured_and_checked(tmp_path: Path,
-                                                                       worker: MeasurementWorker) -> None:
+def test_a_kernel_with_a_local_memory_argument_is_measured_and_checked(worker: MeasurementWorker) -> None:
     """``kind = "local"`` sizes a ``__local`` pointer argument per work-group: the classic work-group reduction
     runs as written, and a candidate whose tree skips half the partial sums is caught."""
-    (tmp_path / "k.cl").write_text(PARTIAL_SUMS)
-    (tmp_path / "task.toml").write_text(PARTIAL_SUMS_TASK)
-    sums = load_task(tmp_path / "task.toml")
+    sums = load_task(KERNELS / "partial_sums")
+    assert [a.kind for a in sums.spec.args] == ["buffer", "buffer", "local", "scalar"]
     same = worker.measure(sums, sums.reference(), SMALL)
     assert same.status is Status.correct, same.reason
-    skipping = sums.reference().model_copy(update={"source": PARTIAL_SUMS.replace("s >>= 1", "s >>= 2")})
+    skipping = sums.reference().model_copy(update={"source": sums.source.replace("s >>= 1", "s >>= 2")})
+    assert skipping.source != sums.source
     wrong = worker.measure(sums, skipping, SMALL)
     assert wrong.status is Status.incorrect and "output 'out'" in wrong.reason
 
