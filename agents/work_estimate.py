@@ -18,7 +18,6 @@ direction of an edit (vectorizing, tiling, coarsening), cheaply.
 from __future__ import annotations
 
 import functools
-import io
 import math
 import re
 from collections.abc import Mapping
@@ -27,6 +26,8 @@ from dataclasses import dataclass, field
 from kernelcast.agents.features import resolve_geometry
 from kernelcast.tools.candidate import Candidate, SignatureError, entry_parameters
 from kernelcast.tools.expr import ExpressionError, evaluate
+from kernelcast.tools.preprocess import PreprocessError
+from kernelcast.tools.preprocess import preprocess as confined_preprocess
 from kernelcast.tools.task import BufferArg, ScalarArg, Task
 
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\d+\.\d*(?:[eE][-+]?\d+)?[fF]?|\.\d+(?:[eE][-+]?\d+)?[fF]?|\d+[uUlLfF]*"
@@ -88,31 +89,14 @@ class KernelWork:
 
 
 # ---- preprocessing ---------------------------------------------------------------------------
-@functools.lru_cache(maxsize=2048)
-def preprocess(source: str) -> str:
-    """The source with macros expanded and inactive ``#if`` branches removed (pcpp); the source itself
-    if the preprocessor fails (then macros stay unexpanded and counts are rougher)."""
+def preprocess(source: str, language: str = "opencl") -> str:
+    """The source with macros expanded and inactive ``#if`` branches removed, by the harness's preprocessor
+    (cached there, so the candidate's hash and its work estimate share one pass); the source itself if the
+    preprocessor refuses it (then macros stay unexpanded and counts are rougher)."""
     try:
-        from pcpp import Preprocessor
-    except ImportError:
+        return confined_preprocess(source, language)
+    except PreprocessError:
         return source
-
-    class _Quiet(Preprocessor):
-        def on_error(self, file: str, line: int, msg: str) -> None:
-            self.return_code += 1
-
-        def on_include_not_found(self, *args: object) -> None:
-            raise OSError("include not found")
-
-    pp = _Quiet()
-    pp.line_directive = None
-    try:
-        pp.parse(source)
-        out = io.StringIO()
-        pp.write(out)
-    except Exception:  # noqa: BLE001 - any preprocessor failure falls back to the raw text
-        return source
-    return out.getvalue()
 
 
 def _body(source: str, entry: str, language: str) -> str | None:
@@ -604,7 +588,7 @@ def scalar_values(task: Task, sizes: Mapping[str, int]) -> dict[str, float]:
 @functools.lru_cache(maxsize=4096)
 def _per_item(source: str, entry: str, language: str, names: tuple[tuple[str, float], ...],
               global_dims: tuple[int, ...], local_dims: tuple[int, ...]) -> KernelWork:
-    text = preprocess(source)
+    text = preprocess(source, language)
     body = _body(_strip(text), entry, language)
     if body is None:
         return KernelWork(uncertain=["kernel body not found"])
