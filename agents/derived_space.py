@@ -39,9 +39,11 @@ Step = tuple[str, Any]  # one transformation of a point and its value: ("coarsen
 KEEP = "keep"
 MAX_WG_X = 1024
 MAX_WG_Y = 64
-# Coarsening copies the kernel's body F times: a base whose coarsened text would exceed this is not coarsened
-# further (an already jammed 8x8 kernel is ~40 KB; coarsening it again costs seconds per point to build and
-# compile, for register pressure no device rewards)
+# Coarsening copies the kernel's body F times and unrolling copies loop bodies U times: no derived kernel larger
+# than this is built (an already jammed 8x8 kernel is ~40 KB; growing it further costs seconds per point to build
+# and compile, for register pressure no device rewards). Until 2026-12-02 only coarsening checked it, so unrolling
+# a re-based coarsened kernel made candidates of up to 220 KB: the no-template bench's selective run on matvec_cols
+# spent 2-6 minutes per round of 32 children validating them
 MAX_COARSENED_CHARS = 48_000
 
 
@@ -207,6 +209,8 @@ class DerivedSpace:
             else:
                 result = unroll(task, c, value)
         except NotApplicable:
+            return None
+        if len(result.candidate.source) > MAX_COARSENED_CHARS:
             return None
         return result.candidate, (*labels, result.label)
 

@@ -332,3 +332,7 @@ def test_derived_space_does_not_coarsen_an_already_jammed_large_kernel() -> None
     assert "coarsen_x" not in space.params and "too large to coarsen by 2" in space.unavailable["coarsen_x"]
     assert "work_group" in space.params  # the other transformations are still offered
     assert "coarsen_x" in DerivedSpace(gemm, gemm.reference(), 256).params
+    unrolled = {**space.identity(), "unroll": 8}  # eight copies of the 64 jammed copies' loop body
+    assert "unroll" in space.params and space.instantiate(unrolled) is None
+    small = DerivedSpace(gemm, gemm.reference(), 256)
+    assert small.instantiate({**small.identity(), "unroll": 2}) is not None
