@@ -42,8 +42,10 @@ MAX_WG_Y = 64
 # Coarsening copies the kernel's body F times and unrolling copies loop bodies U times: no derived kernel larger
 # than this is built (an already jammed 8x8 kernel is ~40 KB; growing it further costs seconds per point to build
 # and compile, for register pressure no device rewards). Until 2026-12-02 only coarsening checked it, so unrolling
-# a re-based coarsened kernel made candidates of up to 220 KB: the no-template bench's selective run on matvec_cols
-# spent 2-6 minutes per round of 32 children validating them
+# a re-based coarsened kernel made candidates of up to 220 KB (23 s to compile each on Intel's CPU runtime): the
+# no-template bench's selective run on matvec_cols spent 2-6 min per round of 32 children validating them, and had
+# not finished after 12 min; with the cap it took 1.1 min. What the cap excludes was not the best to be had: those
+# kernels measured 2.4-8.9x, and measure-all on the capped space found 11.1x with a 4 KB kernel
 MAX_COARSENED_CHARS = 48_000
 
 
