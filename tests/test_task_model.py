@@ -152,16 +152,3 @@ def test_the_base_differences_are_stretched_by_the_prior_slope_until_data_say_ot
     mu, _ = model.predict([{}] * len(base), base)
     slope = float(np.polyfit(base, mu, 1)[0])
     assert abs(slope - 1.0) < abs(slope - BASE_SLOPE)
-
-
-def test_the_runtimes_work_group_choice_is_not_a_work_group_of_one() -> None:
-    """Left to the runtime, the work-group's log2 size reads 0, as a work-group of 1 does; the in-task model must
-    still tell them apart (on a CPU runtime the same kernel ran at 3.6x and 8.0x)."""
-    saxpy = resolve_task("saxpy")
-    by_runtime = saxpy.reference()
-    assert by_runtime.local_size is None
-    of_one = by_runtime.model_copy(update={"local_size": ["1"]})
-    a = task_features(features(saxpy, by_runtime, HW), by_runtime.intent)
-    b = task_features(features(saxpy, of_one, HW), of_one.intent)
-    assert a["cand.log2_work_group"] == b["cand.log2_work_group"] == 0.0
-    assert a != b and a["cand.work_group_by_runtime"] == 1.0 and b["cand.work_group_by_runtime"] == 0.0
