@@ -113,15 +113,10 @@ def edit_features(intent: str) -> Features:
 
 
 def task_features(features: Features, intent: str) -> Features:
-    """The part of the full feature dict that varies between one task's candidates, plus edit indicators.
-
-    Whether the runtime chose the work-group is kept: its log2 size reads 0, the same as a work-group of 1, and
-    on a CPU runtime the two are far apart (bench/kernels/matvec_cols coarsened x8 as float8, one measurement
-    each: 3.6x with a work-group of 1, 8.0x with the runtime's choice), so a search of a derived space, whose
-    points mostly leave the work-group to the runtime, could not tell them apart."""
+    """The part of the full feature dict that varies between one task's candidates, plus edit indicators."""
     keep = {k: v for k, v in features.items()
-            if k.startswith(("param.", "cand.log2_work", "cand.work_group_by_runtime", "cand.vector_width", "opt.",
-                             "cand.unroll", "cand.local_mem", "cand.barriers", "roof."))}
+            if k.startswith(("param.", "cand.log2_work", "cand.vector_width", "opt.", "cand.unroll", "cand.local_mem",
+                             "cand.barriers", "roof."))}
     keep.update(edit_features(intent))
     return keep
 
