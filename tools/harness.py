@@ -73,7 +73,7 @@ def buffer_count(arg: BufferArg | LocalArg, sizes: dict[str, int]) -> int:
     return int(math.prod(int(evaluate(e, sizes)) for e in arg.shape))
 
 
-def buffer_bytes(arg: BufferArg, sizes: dict[str, int]) -> int:
+def buffer_bytes(arg: BufferArg | LocalArg, sizes: dict[str, int]) -> int:
     return buffer_count(arg, sizes) * np.dtype(arg.dtype).itemsize
 
 
@@ -157,7 +157,7 @@ def bind_args(runner: Runner, task: Task, sizes: dict[str, int], inputs: dict[st
                 args.append(scalars[arg.name])
                 continue
             if isinstance(arg, LocalArg):
-                args.append(runner.local_memory(buffer_count(arg, sizes) * np.dtype(arg.dtype).itemsize))
+                args.append(runner.local_memory(buffer_bytes(arg, sizes)))
                 continue
             dtype, count = np.dtype(arg.dtype), buffer_count(arg, sizes)
             buf = runner.alloc(count * dtype.itemsize)

@@ -581,9 +581,6 @@ def _check_arguments(task: Task) -> list[KernelParam]:
                 hint = ' (declare it with kind = "local")' if param.space == "local" else ""
                 raise TaskError(f"{where}: field '{field}': a buffer, but the kernel's argument {i} is a "
                                 f"{param.space} pointer ({shown}){hint}")
-            if param.base != expected:
-                raise TaskError(f"{where}: field '{field}': dtype {arg.dtype} ({expected}), but the kernel's "
-                                f"argument {i} ({param.name or 'unnamed'}) points to {param.base}")
         elif isinstance(arg, LocalArg):
             if task.language != "opencl":
                 raise TaskError(f"{where}: field '{field}': local-memory arguments exist in OpenCL only "
@@ -591,6 +588,7 @@ def _check_arguments(task: Task) -> list[KernelParam]:
             if not param.pointer or param.space != "local":
                 raise TaskError(f"{where}: field '{field}': local memory, but the kernel's argument {i} "
                                 f"({param.name or 'unnamed'}) is {shown.strip()}, not a __local pointer")
+        if isinstance(arg, (BufferArg, LocalArg)):
             if param.base != expected:
                 raise TaskError(f"{where}: field '{field}': dtype {arg.dtype} ({expected}), but the kernel's "
                                 f"argument {i} ({param.name or 'unnamed'}) points to {param.base}")
