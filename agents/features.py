@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kernelcast.tools.candidate import Candidate, SignatureError, entry_parameters, normalize_source
+from kernelcast.tools.candidate import DERIVED_BASE, Candidate, SignatureError, entry_parameters, normalize_source
 from kernelcast.tools.expr import ExpressionError, evaluate, evaluate_int
 from kernelcast.tools.measurement import HardwareSpec
 from kernelcast.tools.task import Task
@@ -198,11 +198,23 @@ def _param_value(v: Any) -> float | None:
     return None
 
 
+_SHAPE = re.compile(r"\d+(,\d+)*")
+
+
 def param_features(task: Task, candidate: Candidate) -> Features:
-    """Template parameters (on the scale of :func:`_param_value`) and their deltas vs the template default."""
+    """Template parameters and their deltas vs the template default. Numbers are on the scale of
+    :func:`_param_value`; a string that is a launch shape ("64,4") gives each dimension on that scale; any other
+    string is an indicator of its value (a derived template's coarsening mapping, its "keep" work-group). Until
+    2026-12-02 strings were dropped, so the models could not tell a vectorized coarsening from a cyclic one
+    (matvec_cols x8: 8.5x against 0.7x) nor one work-group shape of a derived point from another."""
     out: Features = {}
     default = (task.spec.template.default or {}) if task.spec.template else {}
     for key, value in (candidate.params or {}).items():
+        if key == DERIVED_BASE:
+            continue
+        if isinstance(value, str):
+            out.update(_string_param(key, value))
+            continue
         v = _param_value(value)
         if v is None:
             continue
@@ -211,6 +223,13 @@ def param_features(task: Task, candidate: Candidate) -> Features:
         if d is not None:
             out[f"param_delta.{key}"] = v - d
     return out
+
+
+def _string_param(key: str, value: str) -> Features:
+    text = value.replace(" ", "")
+    if _SHAPE.fullmatch(text):
+        return {f"param.{key}[{i}]": _param_value(int(d)) or 0.0 for i, d in enumerate(text.split(","))}
+    return {f"param.{key}={value}": 1.0}
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from kernelcast.agents.generator import FAST_MATH_OPTIONS, GenerationContext, Pr
 from kernelcast.agents.kernel_ast import (K, KernelParseError, ParsedSource, Span, counted_loop, does_float_math,
                                           header_parts, observes_work_group, parse, walk)
 from kernelcast.agents.space_filling import space_filling
-from kernelcast.tools.candidate import Candidate, normalize_source
+from kernelcast.tools.candidate import DERIVED_BASE, Candidate, normalize_source
 from kernelcast.tools.expr import ExpressionError, evaluate_int
 from kernelcast.tools.task import Task
 
@@ -58,7 +58,6 @@ DEFAULT_MAX_WG = 256  # without a hardware spec, stay within what every device s
 TEMPLATE_SHARE = 3  # template points per generic variant of the parent in the proposal stream
 DESIGN_DRAWS = 1024  # Sobol draws of the derived design before the remaining points (small spaces) follow
 MAX_ENUMERATED = 20000  # derived spaces up to this size are exhausted point by point after the design
-DERIVED_BASE = "base"  # key of a derived point's params naming the kernel the transformations were applied to
 
 
 # ---- does the kernel observe its work-group size? ------------------------------------------

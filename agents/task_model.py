@@ -98,15 +98,29 @@ _LOCAL_PREFIXES = ("param.", "edit:")
 _EDIT_LABEL = re.compile(r"[A-Za-z][A-Za-z \-]*[A-Za-z]")
 
 
+# a transformation's label may itself hold " + ": "coarsen x4 y1 vector + jam", "unroll j x4 + remainder"; those
+# tails belong to the edit before them. Until 2026-12-02 they were read as edits of their own ("edit:jam",
+# "edit:remainder"), which every coarsened or unrolled derived point carried
+_LABEL_TAILS = ("jam", "remainder")
+
+
 def edit_features(intent: str) -> Features:
-    """Indicators of the transformations named in a candidate's intent ("... + unroll 4 + work-group (64)")."""
+    """Indicators of the edits added to a candidate's point ("template point TM=2 + unroll 4 (loop 1) + work-group
+    (64)", "derived: <its transformations> + build option -O2"). A template's or a derived template's point is
+    described by its params, so only the edits after it count; a generic variant of the reference names its one
+    edit after "generic:"."""
+    parts: list[str] = []
+    for part in intent.split(" + "):
+        if parts and part.startswith(_LABEL_TAILS):
+            parts[-1] += f" + {part}"
+        else:
+            parts.append(part)
     out: Features = {}
-    for part in intent.split(" + ")[1:]:
-        label = _EDIT_LABEL.match(part.strip().removeprefix("generic:").strip())
-        if label:
-            out[f"edit:{label.group(0).strip().lower()}"] = 1.0
+    edits = parts[1:]
     if intent.startswith("generic:"):
-        label = _EDIT_LABEL.match(intent.removeprefix("generic:").strip())
+        edits = [parts[0].removeprefix("generic:"), *edits]
+    for part in edits:
+        label = _EDIT_LABEL.match(part.strip().removeprefix("generic:").strip())
         if label:
             out[f"edit:{label.group(0).strip().lower()}"] = 1.0
     return out

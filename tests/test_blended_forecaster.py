@@ -81,3 +81,27 @@ def test_a_run_at_small_sizes_is_forecast_and_taught_at_small_sizes(seed_device:
     small_after = model.forecast_many(small, cands, seed_device)
     assert small_after[5].provenance.mode == "in-task" and small_after[5].provenance.log_speedup_mean > max(small_before)
     assert means(task) == full_before  # the full-size problem learned nothing from small-size measurements
+
+
+def test_derived_candidates_get_the_prior_until_the_forest_has_shown_skill_on_them(
+        blended: BlendedForecaster, seed_device: HardwareSpec) -> None:
+    """The forest learned template points; its share fitted on them (0.9 here) turned the prior's ranking of
+    a new kernel's derived points into noise. Its share on derived points is earned on derived rows only, and
+    the seed has none."""
+    from kernelcast.agents.blended_forecaster import DERIVED, family
+    from kernelcast.agents.derived_space import DerivedSpace
+    from kernelcast.tools.task import load_task
+
+    assert blended.stack_weight(seed_device) > 0.3 and blended.stack_weight(seed_device, DERIVED) == 0.0
+    task = load_task(Path(__file__).resolve().parents[1] / "bench" / "kernels" / "matvec_cols")
+    space = DerivedSpace(task, task.reference(), 256)
+    made = space.instantiate({**space.identity(), "coarsen_x": 4, "mapping": "vector"})
+    assert made is not None
+    derived = made[0].model_copy(update={"intent": f"derived: {made[1]}"})
+    variant = derived.model_copy(update={"intent": "generic: build option -cl-mad-enable"})
+    assert family(derived) == DERIVED and family(variant) != DERIVED
+    [f_derived] = blended.forecast_many(task, [derived], seed_device)
+    [f_variant] = blended.forecast_many(task, [variant], seed_device)
+    assert f_derived.provenance.mode == "prior" and f_derived.provenance.log_speedup_mean is not None
+    assert f_variant.provenance.mode == "blend"  # the same kernel, read as a hand-written one, gets the forest
+    assert f_derived.probabilities != f_variant.probabilities

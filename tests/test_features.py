@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kernelcast.agents.features import SOURCE_KEYS, context, candidate_features, features, source_features
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import HardwareSpec
-from kernelcast.tools.task import resolve_task
+from kernelcast.tools.task import load_task, resolve_task
 
 TILED = """
 // a comment with for ( and barrier( that must not count
@@ -72,6 +74,28 @@ def test_a_zero_one_switch_is_visible_to_the_models() -> None:
     values = sorted({features(histogram, histogram.instantiate(p), None)["param.PRIVATE"]
                      for p in histogram.param_space()})
     assert len(values) == 3  # PRIVATE = 0, 1, 2 stay three values, in order
+
+
+def test_a_derived_points_mapping_and_work_group_are_visible_to_the_models() -> None:
+    """String params were dropped: a vectorized and a cyclic coarsening, or two work-group shapes, of one derived
+    point had the same features (matvec_cols x8: 8.5x against 0.7x)."""
+    from kernelcast.agents.derived_space import KEEP, DerivedSpace
+    from kernelcast.agents.offline_generator import DERIVED_BASE
+
+    task = load_task(Path(__file__).resolve().parents[1] / "bench" / "kernels" / "matvec_cols")
+    space = DerivedSpace(task, task.reference(), 256)
+    point = {**space.identity(), "coarsen_x": 8, "work_group": KEEP}
+    made = {m: space.instantiate({**point, "mapping": m}) for m in ("cyclic", "vector")}
+    shaped = space.instantiate({**point, "mapping": "vector", "work_group": "32"})
+    assert made["cyclic"] and made["vector"] and shaped
+    tag = {DERIVED_BASE: space.base.hash[:12]}
+    fc, fv, fs = (features(task, c.model_copy(update={"params": {**c.params, **tag}}), None)
+                  for c, _ in (made["cyclic"], made["vector"], shaped))
+    assert fc["param.mapping=cyclic"] == 1 and "param.mapping=vector" not in fc and fv["param.mapping=vector"] == 1
+    assert fv["param.coarsen_x"] == fc["param.coarsen_x"] == 4  # 1 + log2 8
+    assert fv["param.work_group=keep"] == 1 and "param.work_group[0]" not in fv
+    assert fs["param.work_group[0]"] == 6 and "param.work_group=keep" not in fs  # 1 + log2 32, the shape's scale
+    assert not any(k.startswith(f"param.{DERIVED_BASE}") for k in fv)  # the base's hash is bookkeeping, no value
 
 
 def test_batch_context_matches_single_call_and_build_options_count() -> None:

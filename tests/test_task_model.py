@@ -42,6 +42,15 @@ def test_edit_features_name_the_transformations() -> None:
     assert edit_features("generic: build option -cl-mad-enable") == {"edit:build option -cl-mad-enable": 1.0}
 
 
+def test_a_derived_points_transformations_are_not_read_as_added_edits() -> None:
+    """A derived point is described by its params; its labels' own " + jam" / " + remainder" were read as edits
+    that every coarsened or unrolled point carried. Only an edit added to the point counts."""
+    point = "derived: scalar-replace y[i]; coarsen x8 y1 cyclic + jam (9 of 16 loads issued); unroll j x4 + remainder"
+    assert edit_features(point) == {}
+    assert edit_features(f"{point}; work-group (32) + build option -cl-mad-enable") == \
+        {"edit:build option -cl-mad-enable": 1.0}
+
+
 def test_one_measurement_fixes_the_level(rows) -> None:
     feats, y = rows
     base = np.zeros(len(y))  # the base believes "no change" for every candidate

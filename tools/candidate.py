@@ -143,6 +143,11 @@ def canonical_source(source: str, language: str = "opencl", build_options: tuple
         return "raw:" + normalize_source(source)
 
 
+# key of a derived point's params naming the kernel its transformations were applied to (the short hash of that
+# kernel): bookkeeping for the generator, not a tunable value, so no model reads it as one
+DERIVED_BASE = "base"
+
+
 class Candidate(BaseModel):
     """One kernel to measure or forecast."""
 
