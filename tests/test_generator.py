@@ -256,6 +256,23 @@ def test_task_without_template_gets_derived_and_generic_variations_then_a_clear_
     assert report.accepted == 0 and report.duplicates > 0
 
 
+def test_a_derived_point_gets_only_the_generic_edits_its_space_lacks() -> None:
+    """A work-group or unroll-pragma variant of a derived point is a neighbour under another name, without params;
+    expanded, it rooted a new derived template on itself, and a conv2d search spent 17 of 24 measurements there.
+    A derived point is offered build options only; the reference still gets every generic edit."""
+    task = load_task(Path(__file__).resolve().parents[1] / "bench" / "kernels" / "matvec_cols")
+    gen = OfflineGenerator()
+    first = gen.propose(task, task.reference(), GenerationContext(seed=0), 64).candidates
+    of_reference = " ".join(c.intent for c in first if c.intent.startswith("generic:"))
+    assert "work-group (" in of_reference and "#pragma unroll" in of_reference
+    point = next(c for c in first if c.intent.startswith("derived:"))
+    added = [c.intent.removeprefix(f"{point.intent} + ")
+             for c in gen.propose(task, point, GenerationContext(seed=0), 64).candidates
+             if c.intent.startswith(f"{point.intent} + ")]
+    assert added and all(a.startswith("build option") and "work-group" not in a and "#pragma" not in a
+                         for a in added), added
+
+
 def test_local_size_is_only_varied_when_the_kernel_cannot_observe_it(tmp_path: Path, spec: HardwareSpec) -> None:
     task = write_task(tmp_path / "rowsum_local", "rowsum", ROWSUM_LOCAL, local='local = ["64"]')
     proposals = OfflineGenerator().propose(task, task.reference(), GenerationContext(hardware=spec, seed=0),
