@@ -36,7 +36,7 @@ from kernelcast.agents.forecast import Forecast, Provenance
 from kernelcast.agents.learned_forecaster import LearnedForecaster, TrainingSet
 from kernelcast.agents.roofline_prior import RooflinePrior
 from kernelcast.agents.task_model import PREDICTIVE_DOF, TaskModel, task_features
-from kernelcast.tools.candidate import Candidate
+from kernelcast.tools.candidate import DERIVED_INTENT, Candidate
 from kernelcast.tools.measurement import HardwareSpec, Measurement
 from kernelcast.tools.task import Task, TaskError
 
@@ -140,12 +140,15 @@ class BlendedForecaster:
         """Prior mixed with the forest by the stacking weight for this device and each candidate's family: (N, 8)."""
         mu, sd = self.prior(task, candidates, hw)
         probs = lognormal_bins(mu, sd).reshape(len(candidates), -1)
-        w = np.array([self.stack_weight(hw, family(c)) for c in candidates])[:, None]
+        w = self._stack_weights(hw, candidates)[:, None]
         if w.any() and self.cross is not None:
             ctx = context(task, hw)
             forest = self.cross.predict_proba([candidate_features(ctx, c) for c in candidates])
             probs = (1 - w) * probs + w * forest
         return probs
+
+    def _stack_weights(self, hw: HardwareSpec, candidates: Sequence[Candidate]) -> np.ndarray:
+        return np.array([self.stack_weight(hw, family(c)) for c in candidates])
 
     def stack_weight(self, hw: HardwareSpec, kind: str = WRITTEN) -> float:
         """The forest's share in the mixture for this device and family of candidate (0 without a trained
@@ -279,7 +282,7 @@ class BlendedForecaster:
             self._fit_task(entry)
         if entry.model is None or entry.model.n == 0:
             probs = self.base(task, candidates, hw)
-            if any(self.stack_weight(hw, family(c)) > 0 for c in candidates):
+            if self._stack_weights(hw, candidates).any():
                 return probs, "blend", None
             return probs, "prior", (*self.prior(task, candidates, hw), None)
         feats, mean, _ = self._task_inputs(task, candidates, hw)
@@ -293,7 +296,7 @@ def family(candidate: Candidate) -> str:
     variants (their intent says "derived: "), or the rest. On four kernels without a template (bench/kernels,
     120 random derived points each, this machine) the forest's share fitted on the seed's template points (0.9)
     turned the prior's ranking (Spearman 0.26-0.42 within a kernel) into noise (0.06-0.12)."""
-    return DERIVED if candidate.intent.startswith("derived:") else WRITTEN
+    return DERIVED if candidate.intent.startswith(DERIVED_INTENT) else WRITTEN
 
 
 __all__ = ["BlendedForecaster", "PRIOR_SHRINK", "PRIOR_SIGMA"]

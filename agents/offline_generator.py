@@ -37,7 +37,7 @@ from kernelcast.agents.generator import FAST_MATH_OPTIONS, GenerationContext, Pr
 from kernelcast.agents.kernel_ast import (K, KernelParseError, ParsedSource, Span, counted_loop, does_float_math,
                                           header_parts, observes_work_group, parse, walk)
 from kernelcast.agents.space_filling import space_filling
-from kernelcast.tools.candidate import DERIVED_BASE, Candidate, normalize_source
+from kernelcast.tools.candidate import DERIVED_BASE, DERIVED_INTENT, Candidate, normalize_source
 from kernelcast.tools.expr import ExpressionError, evaluate_int
 from kernelcast.tools.task import Task
 
@@ -239,8 +239,12 @@ def generic_edits(task: Task, candidate: Candidate, max_wg: int, rng: random.Ran
     return edits
 
 
+def _nothing_covered(edit: Edit) -> bool:
+    return False
+
+
 def generic_variants(task: Task, base: Candidate, max_wg: int, rng: random.Random,
-                     covered: Callable[[Edit], bool] = lambda edit: False) -> Iterator[tuple[Candidate, str]]:
+                     covered: Callable[[Edit], bool] = _nothing_covered) -> Iterator[tuple[Candidate, str]]:
     """(variant, label): single edits in random order, then pairs of edits in different slots; none that
     ``covered`` says the parent's own space already offers."""
     edits = [e for e in generic_edits(task, base, max_wg, rng) if not covered(e)]
@@ -456,7 +460,7 @@ class OfflineGenerator:
         def finish(c: Candidate, intent: str) -> Candidate:
             return c.model_copy(update={"parent": parent.hash, "intent": intent, "generator": self.name})
 
-        def variants_of_parent(of_point: bool, covered: Callable[[Edit], bool] = lambda edit: False
+        def variants_of_parent(of_point: bool, covered: Callable[[Edit], bool] = _nothing_covered
                                ) -> Iterator[Candidate]:
             """Generic edits of the parent. A variant of a (template or derived) point is no point of its
             template: it carries no params, so the point's own identity stays the point's."""
@@ -466,9 +470,9 @@ class OfflineGenerator:
 
         if task.spec.template is None:
             space, point = self.derived_space(task, parent, max_wg)
-            derived = (finish(c, f"derived: {label}")
+            derived = (finish(c, f"{DERIVED_INTENT}{label}")
                        for c, label in derived_points(space, point, context, rng, report))
-            covered = _in_space(space) if point is not None else (lambda edit: False)
+            covered = _in_space(space) if point is not None else _nothing_covered
             yield from interleave([(derived, TEMPLATE_SHARE), (variants_of_parent(point is not None, covered), 1)])
             return
 

@@ -15,6 +15,7 @@ from kernelcast.agents.generator import Tried
 from kernelcast.agents.kernel_ast import KernelParseError
 from kernelcast.agents.offline_generator import DEFAULT_MAX_WG
 from kernelcast.agents.transforms import NotApplicable
+from kernelcast.tools.candidate import DERIVED_INTENT
 from kernelcast.tools.expr import ExpressionError, evaluate, evaluate_int
 from kernelcast.tools.measurement import HardwareSpec
 from kernelcast.tools.task import Task
@@ -124,5 +125,5 @@ def tried_text(tried: Sequence[Tried], limit: int = MAX_TRIED_LINES) -> str:
 
 
 def _short(intent: str) -> str:
-    intent = intent.removeprefix("derived: ")
+    intent = intent.removeprefix(DERIVED_INTENT)
     return intent if len(intent) <= MAX_TRIED_INTENT_CHARS else intent[: MAX_TRIED_INTENT_CHARS - 3] + "..."

@@ -146,6 +146,7 @@ def canonical_source(source: str, language: str = "opencl", build_options: tuple
 # key of a derived point's params naming the kernel its transformations were applied to (the short hash of that
 # kernel): bookkeeping for the generator, not a tunable value, so no model reads it as one
 DERIVED_BASE = "base"
+DERIVED_INTENT = "derived: "  # how a derived point's intent starts: "derived: <its transformations>"
 
 
 class Candidate(BaseModel):
