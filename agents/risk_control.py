@@ -36,6 +36,9 @@ DEFAULT_RISK = 0.10  # at most 10 % of trusted decisions may be wrong ...
 DEFAULT_DELTA = 0.10  # ... with 90 % confidence over the calibration data
 PRUNE_GRID = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4)
 ACCEPT_GRID = tuple(1.0 - t for t in PRUNE_GRID)
+DEVICE_RECORD = "device record"
+SEED_REPLAY = "seed replay"
+OWN_ROWS_TO_SWITCH = 200  # a stage's own rows from which the device's record alone certifies (a count, never an outcome)
 
 
 @dataclass(frozen=True)
@@ -57,15 +60,19 @@ class TrustThresholds:
     n_calibration: int = 0
     prune_bound: float | None = None  # the Clopper-Pearson upper bound of false prunes at the chosen threshold
     accept_bound: float | None = None
+    source: str = DEVICE_RECORD  # whose rows certified: the device's own decisions, or the seed's replayed ones
+    withdrawn: tuple[str, ...] = ()  # replayed certificates the device's own record refuted ("prune", "accept")
 
     @property
     def trusts_anything(self) -> bool:
         return self.prune_below is not None or self.accept_above is not None
 
     def describe(self) -> str:
-        parts = [f"risk {self.risk:.0%} at {1 - self.delta:.0%} confidence, {self.n_calibration} calibration rows"]
+        parts = [f"risk {self.risk:.0%} at {1 - self.delta:.0%} confidence, {self.n_calibration} calibration rows"
+                 + (" replayed from the seed" if self.source == SEED_REPLAY else "")]
         parts.append(f"prune p <= {self.prune_below:.3g}" if self.prune_below is not None else "no pruning")
         parts.append(f"accept p >= {self.accept_above:.3g}" if self.accept_above is not None else "no acceptance")
+        parts += [f"the device's record refuted the replayed {kind} threshold" for kind in self.withdrawn]
         return "; ".join(parts)
 
 
@@ -107,6 +114,42 @@ def fit_thresholds(rows: Sequence[CalibrationRow], risk: float = DEFAULT_RISK, d
     return TrustThresholds(prune, accept, risk, delta, len(rows), prune_bound, accept_bound)
 
 
+def certify_stage(own: Sequence[CalibrationRow], replayed: Sequence[CalibrationRow], risk: float = DEFAULT_RISK,
+                  delta: float = DEFAULT_DELTA) -> TrustThresholds:
+    """Thresholds for one stage bucket: the device's own rows once it has ``OWN_ROWS_TO_SWITCH`` of them, until
+    then the seed's replayed rows, each threshold withdrawn if the device's own rows refute it.
+
+    Which source certifies depends on a count alone, so each keeps its guarantee (for decisions exchangeable
+    with its rows). A refutation: among the device's own rows the threshold would have trusted, the false
+    share's lower confidence bound (at 1 - delta) exceeds ``risk``. It can only withdraw trust, never add it.
+    """
+    if len(own) >= OWN_ROWS_TO_SWITCH or not replayed:
+        return fit_thresholds(own, risk, delta)
+    fitted = fit_thresholds(replayed, risk, delta)
+    p = np.array([r.p_beat for r in own], dtype=np.float64)
+    beat = np.array([r.beat for r in own], dtype=bool)
+    prune, accept = fitted.prune_below, fitted.accept_above
+    withdrawn: list[str] = []
+    if prune is not None and _refuted(beat[p <= prune], risk, delta):
+        prune, withdrawn = None, withdrawn + ["prune"]
+    if accept is not None and _refuted(~beat[p >= accept], risk, delta):
+        accept, withdrawn = None, withdrawn + ["accept"]
+    return TrustThresholds(prune, accept, risk, delta, fitted.n_calibration,
+                           fitted.prune_bound if prune is not None else None,
+                           fitted.accept_bound if accept is not None else None, SEED_REPLAY, tuple(withdrawn))
+
+
+def clopper_pearson_lower(errors: int, n: int, delta: float) -> float:
+    """One-sided (1 - delta) lower confidence bound on a binomial proportion."""
+    if n <= 0 or errors <= 0:
+        return 0.0
+    return float(beta.ppf(delta, errors, n - errors + 1))
+
+
+def _refuted(wrong: np.ndarray, risk: float, delta: float) -> bool:
+    return clopper_pearson_lower(int(wrong.sum()), len(wrong), delta) > risk
+
+
 def _fixed_sequence(trusted_sets: list[np.ndarray], wrong: np.ndarray, grid: Sequence[float], risk: float,
                     delta: float) -> tuple[float | None, float | None]:
     """Test thresholds safest first, stop at the first one whose bound exceeds the risk.
@@ -128,5 +171,6 @@ def _fixed_sequence(trusted_sets: list[np.ndarray], wrong: np.ndarray, grid: Seq
     return chosen, chosen_bound
 
 
-__all__ = ["ACCEPT_GRID", "CalibrationRow", "DEFAULT_DELTA", "DEFAULT_RISK", "PRUNE_GRID", "TrustThresholds",
-           "clopper_pearson_interval", "clopper_pearson_upper", "fit_thresholds", "rows_to_certify"]
+__all__ = ["ACCEPT_GRID", "CalibrationRow", "DEFAULT_DELTA", "DEFAULT_RISK", "DEVICE_RECORD", "OWN_ROWS_TO_SWITCH",
+           "PRUNE_GRID", "SEED_REPLAY", "TrustThresholds", "certify_stage", "clopper_pearson_interval",
+           "clopper_pearson_lower", "clopper_pearson_upper", "fit_thresholds", "rows_to_certify"]

@@ -68,6 +68,8 @@ class Route(RunEvent):
     trusted_as: str = ""
     informative: bool | None = None
     spare: bool = False  # a pruned child measured because its round had nothing uncertain to measure
+    stage: int | None = None  # the run's correct measurements before this decision (older runs: unknown)
+    trust_source: str = ""  # whose calibration rows certified the round's thresholds ("" : none certified)
 
     @property
     def forecast_alone(self) -> bool:

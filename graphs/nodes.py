@@ -264,8 +264,9 @@ class SearchNodes:
         """Route on P(child beats the incumbent), trusting forecasts only as far as calibration certifies
         (``--risk``); a share of the budget audits trusted decisions. Every decision is logged with its p."""
         from kernelcast.agents.forecast import Provenance
-        from kernelcast.agents.risk_control import TrustThresholds, fit_thresholds
-        from kernelcast.graphs.trust import RouteRecord, calibration_rows
+        from kernelcast.agents.blended_forecaster import WRITTEN, family
+        from kernelcast.agents.risk_control import TrustThresholds
+        from kernelcast.graphs.trust import RouteRecord, stage_of, trust_for
 
         ctx = self.ctx
         nodes = TreeEdit(state["nodes"])
@@ -287,9 +288,12 @@ class SearchNodes:
                                       log_mean=beliefs[key].log_speedup_mean if key in beliefs else None,
                                       log_sd=beliefs[key].log_speedup_sd if key in beliefs else None,
                                       log_dof=beliefs[key].log_speedup_dof if key in beliefs else None))
-        trust, audits = TrustThresholds(risk=ctx.config.risk), 0
+        trust, audits, stage = TrustThresholds(risk=ctx.config.risk), 0, stage_of(ctx.store, ctx.run_id)
         if ctx.config.router_spec.certifies_trust:
-            trust = fit_thresholds(calibration_rows(ctx.store, ctx.hardware.key), ctx.config.risk)
+            # the seed was replayed on written candidates only: a round with derived points needs the device's rows
+            children_cands = [ctx.store.candidate(key) for key in state["children"]]
+            replayed = all(c is not None and family(c) == WRITTEN for c in children_cands)
+            trust = trust_for(ctx.store, ctx.hardware.key, stage, ctx.config.risk, replayed=replayed)
             spent_on_audits = sum(1 for e in ctx.store.events(ctx.run_id, kind="route")
                                   if RouteRecord.model_validate(e.payload).audit)
             audits = max(0, int(ctx.config.audit_share * ctx.config.budget) - spent_on_audits)
@@ -304,7 +308,8 @@ class SearchNodes:
                 node["outcome"] = DECISION_OUTCOME[routed.decision].value  # plain str in checkpoints
             ctx.emit(ev.Route(decision=routed.decision, reason=routed.reason, p_beat=routed.p_beat,
                               incumbent=incumbent, audit=routed.audit, trusted_as=routed.trusted_as,
-                              informative=informative[key], spare=routed.spare), candidate_hash=key)
+                              informative=informative[key], spare=routed.spare, stage=stage,
+                              trust_source=trust.source if trust.trusts_anything else ""), candidate_hash=key)
         return {"nodes": nodes.changes(), "to_measure": to_measure}
 
     def measure(self, state: SearchState) -> dict[str, Any]:

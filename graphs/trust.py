@@ -16,10 +16,12 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from kernelcast.agents.risk_control import CalibrationRow, clopper_pearson_interval
-from kernelcast.graphs.events import Route
+from kernelcast.agents.replay_calibration import shipped_by_stage, stage_bucket
+from kernelcast.agents.risk_control import CalibrationRow, TrustThresholds, certify_stage, clopper_pearson_interval
+from kernelcast.graphs.events import Route, Spend
 from kernelcast.graphs.state import NodeRecord
-from kernelcast.tools.store import Store
+from kernelcast.tools.measurement import Status
+from kernelcast.tools.store import EventRecord, Store
 
 MAX_RUNS = 500  # calibration reads the latest runs of the device
 
@@ -27,26 +29,52 @@ MAX_RUNS = 500  # calibration reads the latest runs of the device
 RouteRecord = Route  # the payload of a ``route`` event (older runs lack the trust fields: defaults apply)
 
 
-def _decisions(store: Store, run_id: str) -> Iterable[tuple[RouteRecord, float | None, bool]]:
-    """(route record, measured speedup or None, measured at all) for each logged decision of a run."""
+def _decisions(store: Store, run_id: str) -> Iterable[tuple[RouteRecord, float | None, bool, int]]:
+    """(route record, measured speedup or None, measured at all, stage) for each logged decision of a run;
+    the stage is the run's correct measurements before the decision (:func:`stage_of`)."""
     measured = {m.candidate_hash: m for m in store.measurements(run_id=run_id)}
-    for event in store.events(run_id, kind="route"):
+    stage = 0
+    for event in store.events(run_id):
+        stage += _is_correct_spend(event)
+        if event.kind != "route":
+            continue
         m = measured.get(event.candidate_hash or "")
         yield RouteRecord.model_validate(event.payload), (m.speedup if m is not None and m.ok else None), \
-            m is not None
+            m is not None, stage
 
 
-def calibration_rows(store: Store, device: str) -> list[CalibrationRow]:
-    """Measured decisions with a forecast p on this device, across its runs (the latest MAX_RUNS)."""
+def _is_correct_spend(event: EventRecord) -> bool:
+    return event.kind == "spend" and Spend.model_validate(event.payload).status == Status.correct.value
+
+
+def stage_of(store: Store, run_id: str) -> int:
+    """How far a run is: its correct measurements so far, which is what its in-task model has learned from
+    (the calibration of P(beat) depends on it: see :mod:`kernelcast.agents.replay_calibration`)."""
+    return sum(1 for e in store.events(run_id, kind="spend") if _is_correct_spend(e))
+
+
+def calibration_rows(store: Store, device: str, bucket: int | None = None) -> list[CalibrationRow]:
+    """Measured decisions with a forecast p on this device, across its runs (the latest MAX_RUNS); ``bucket``:
+    only the decisions of that stage bucket."""
     rows: list[CalibrationRow] = []
     for run in store.runs(limit=MAX_RUNS):
         if run.device != device:
             continue
-        for record, speedup, was_measured in _decisions(store, run.id):
+        for record, speedup, was_measured, stage in _decisions(store, run.id):
             if record.p_beat is None or record.incumbent is None or not was_measured:
                 continue
-            rows.append(CalibrationRow(record.p_beat, beat_incumbent(record.incumbent, speedup)))
+            if bucket is None or stage_bucket(stage) == bucket:
+                rows.append(CalibrationRow(record.p_beat, beat_incumbent(record.incumbent, speedup)))
     return rows
+
+
+def trust_for(store: Store, device: str, stage: int, risk: float, replayed: bool = True) -> TrustThresholds:
+    """The thresholds for a decision at ``stage`` on ``device``: certified on the device's own rows of the same
+    stage bucket, or (``replayed``, until the device has enough of them) on the seed's replayed rows, which the
+    device's own record can refute (:func:`kernelcast.agents.risk_control.certify_stage`)."""
+    bucket = stage_bucket(stage)
+    prior = shipped_by_stage().get(bucket, ()) if replayed else ()
+    return certify_stage(calibration_rows(store, device, bucket), prior, risk)
 
 
 def beat_incumbent(incumbent: float, speedup: float | None) -> bool:
@@ -157,7 +185,7 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
     audits: dict[str, list[bool]] = {"prune": [], "accept": []}
     seen: set[str] = set()
     measured_any: set[str] = set()
-    for record, speedup, was_measured in _decisions(store, run_id):
+    for record, speedup, was_measured, _ in _decisions(store, run_id):
         out.decisions += 1
         if record.audit:
             out.audits += 1
@@ -185,4 +213,4 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
 
 
 __all__ = ["AuditRate", "RouteRecord", "TrustSummary", "TrustedDecision", "beat_incumbent", "calibration_rows",
-           "decision_wrong", "live_counts", "trust_summary", "trusted_decisions"]
+           "decision_wrong", "live_counts", "stage_of", "trust_for", "trust_summary", "trusted_decisions"]

@@ -15,6 +15,7 @@ from kernelcast.agents.distributions import belief_above
 from kernelcast.agents.factory import learned_forecaster
 from kernelcast.agents.forecast import Provenance
 from kernelcast.agents.learned_forecaster import task_lookup, training_set
+from kernelcast.agents.risk_control import SEED_REPLAY
 from kernelcast.agents.task_model import PREDICTIVE_DOF
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunEnv
@@ -81,6 +82,16 @@ def test_fresh_store_path_task_is_forecast_from_the_first_round_and_learns(tmp_p
     assert live["considered"] == live["considered_all"] == summary.considered
     assert len(calibration_rows(store, result.device)) == sum(1 for e in events if e.kind == "spend"
                                                               and e.payload["phase"] == "search")
+    # each decision knows its stage (the run's correct measurements before it); the opening (stage 0) has no
+    # certified rows on a fresh store, later rounds trust as far as the seed's replayed decisions certify
+    stage = 0
+    for event in events:
+        stage += event.kind == "spend" and event.payload["status"] == "correct"
+        if event.kind == "route":
+            assert RouteRecord.model_validate(event.payload).stage == stage
+    assert all(r.trust_source == "" for r in records if r.stage == 0)
+    later = [r for r in records if r.stage]
+    assert later and all(r.trust_source == SEED_REPLAY for r in later)
 
     assert store.device_probe(result.device, PROBE)  # the triad was measured once and kept
     # the store's task record lets later trainings featurize this task's pairs

@@ -10,8 +10,10 @@ import pytest
 from kernelcast.agents.bins import EDGES
 from kernelcast.agents.distributions import (belief_above, belief_gain, expected_gain, lognormal_bins, moments,
                                              prob_above)
-from kernelcast.agents.risk_control import (CalibrationRow, TrustThresholds, clopper_pearson_interval,
-                                            clopper_pearson_upper, fit_thresholds, rows_to_certify)
+from kernelcast.agents.risk_control import (DEVICE_RECORD, OWN_ROWS_TO_SWITCH, SEED_REPLAY, CalibrationRow,
+                                            TrustThresholds, certify_stage, clopper_pearson_interval,
+                                            clopper_pearson_lower, clopper_pearson_upper, fit_thresholds,
+                                            rows_to_certify)
 from kernelcast.graphs.routing import RoutingInput, SelectiveRouter, audit_draw
 
 
@@ -170,3 +172,40 @@ def test_beyond_the_open_bins_only_a_continuous_belief_can_compare_with_the_incu
     out = SelectiveRouter().route([bins_only, believed], 4, trust=trust)
     assert out["bins"].decision == "measure" and "no P(beat)" in out["bins"].reason
     assert out["belief"].decision == "accept"
+
+
+def _calibrated(rng: np.random.Generator, n: int) -> list[CalibrationRow]:
+    """Rows of a calibrated forecaster: a child with forecast p beats the incumbent with probability p."""
+    return [CalibrationRow(float(q), bool(rng.random() < q)) for q in rng.beta(0.6, 1.5, n)]
+
+
+def test_replayed_rows_certify_until_the_device_has_its_own() -> None:
+    """A device with a short record is trusted on the replayed rows; once its own rows reach the switch count,
+    they alone certify (a count decides, never an outcome)."""
+    rng = np.random.default_rng(2)
+    replayed = _calibrated(rng, 3000)
+    few = _calibrated(rng, 20)
+    trust = certify_stage(few, replayed, risk=0.1)
+    assert trust.source == SEED_REPLAY and trust.n_calibration == 3000 and not trust.withdrawn
+    assert trust.prune_below == fit_thresholds(replayed, risk=0.1).prune_below is not None
+    assert fit_thresholds(few, risk=0.1).prune_below is None  # 20 rows of its own could not certify anything
+    own = _calibrated(rng, OWN_ROWS_TO_SWITCH)
+    switched = certify_stage(own, replayed, risk=0.1)
+    assert switched.source == DEVICE_RECORD and switched.n_calibration == OWN_ROWS_TO_SWITCH
+    assert switched.prune_below == fit_thresholds(own, risk=0.1).prune_below
+
+
+def test_the_devices_own_record_withdraws_a_replayed_threshold_it_refutes() -> None:
+    """On a device where the forecaster is overconfident, its first rows under the replayed threshold beat the
+    incumbent far more often than the risk allows: the prune threshold is withdrawn, not applied."""
+    rng = np.random.default_rng(3)
+    replayed = _calibrated(rng, 3000)
+    threshold = fit_thresholds(replayed, risk=0.1).prune_below
+    assert threshold is not None
+    refuting = [CalibrationRow(threshold / 2, i % 2 == 0) for i in range(30)]  # half of them beat
+    trust = certify_stage(refuting, replayed, risk=0.1)
+    assert trust.prune_below is None and trust.withdrawn == ("prune",) and trust.source == SEED_REPLAY
+    assert "refuted" in trust.describe()
+    agreeing = [CalibrationRow(threshold / 2, i == 0) for i in range(30)]  # one of 30: no refutation
+    assert certify_stage(agreeing, replayed, risk=0.1).prune_below == threshold
+    assert clopper_pearson_lower(15, 30, 0.1) > 0.1 > clopper_pearson_lower(1, 30, 0.1)
