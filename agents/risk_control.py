@@ -21,6 +21,10 @@ of the decisions with this rule against 29 %). With probability at least 1 - del
 calibration rows, the chosen rule's false-decision share is at most ``risk``
 (for decisions exchangeable with the calibration rows). Too few rows give no
 threshold at all: nothing is trusted and everything goes to the hardware.
+
+:func:`certify_stage` chooses the rows for one stage of a run: the device's own once it has enough, until then
+the seed's replayed decisions (:mod:`kernelcast.agents.replay_calibration`), whose thresholds the device's own
+rows may withdraw but never loosen.
 """
 
 from __future__ import annotations

@@ -47,6 +47,9 @@ class RunConfig(BaseModel):
     learn_online: bool = Field(True, description="retrain the forecaster on the run's own measurements as they arrive")
     risk: float = Field(DEFAULT_RISK, gt=0.0, lt=1.0, description="selective: tolerated share of false prunes (and false "
                         "accepts) among trusted decisions, certified at 90 % confidence from calibration data")
+    trust_seed_replay: bool = Field(False, description="selective: until the device has its own calibration rows, "
+                                    "certify trust on the shipped seed's replayed decisions (off: the first router "
+                                    "bench with it found 5 of 20 checked trusted prunes wrong at risk 0.1)")
     audit_share: float = Field(0.1, ge=0.0, le=0.5, description="selective: share of the budget that may measure "
                                "a random sample of trusted decisions")
 

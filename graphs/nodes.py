@@ -290,9 +290,11 @@ class SearchNodes:
                                       log_dof=beliefs[key].log_speedup_dof if key in beliefs else None))
         trust, audits, stage = TrustThresholds(risk=ctx.config.risk), 0, stage_of(ctx.store, ctx.run_id)
         if ctx.config.router_spec.certifies_trust:
-            # the seed was replayed on written candidates only: a round with derived points needs the device's rows
+            # opt-in (RunConfig.trust_seed_replay); the seed was replayed on written candidates only: a round with
+            # derived points needs the device's own rows
             children_cands = [ctx.store.candidate(key) for key in state["children"]]
-            replayed = all(c is not None and family(c) == WRITTEN for c in children_cands)
+            replayed = ctx.config.trust_seed_replay and all(c is not None and family(c) == WRITTEN
+                                                            for c in children_cands)
             trust = trust_for(ctx.store, ctx.hardware.key, stage, ctx.config.risk, replayed=replayed)
             spent_on_audits = sum(1 for e in ctx.store.events(ctx.run_id, kind="route")
                                   if RouteRecord.model_validate(e.payload).audit)

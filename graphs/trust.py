@@ -17,7 +17,8 @@ from typing import Literal
 from pydantic import BaseModel
 
 from kernelcast.agents.replay_calibration import shipped_by_stage, stage_bucket
-from kernelcast.agents.risk_control import CalibrationRow, TrustThresholds, certify_stage, clopper_pearson_interval
+from kernelcast.agents.risk_control import (SEED_REPLAY, CalibrationRow, TrustThresholds, certify_stage,
+                                            clopper_pearson_interval)
 from kernelcast.graphs.events import Route, Spend
 from kernelcast.graphs.state import NodeRecord
 from kernelcast.tools.measurement import Status
@@ -133,6 +134,7 @@ class TrustSummary(BaseModel):
     decisions: int = 0
     trusted_prunes: int = 0
     trusted_accepts: int = 0
+    trusted_on_replay: int = 0  # of the trusted decisions, those certified by the seed's replayed rows
     audits: int = 0
     spare: int = 0  # pruned children measured anyway: their round had nothing uncertain (not trusted, not audits)
     spare_beat: int = 0  # of those, how many beat the incumbent of their moment
@@ -150,11 +152,14 @@ class TrustSummary(BaseModel):
     def trusted_share(self) -> float:
         return self.trusted / self.decisions if self.decisions else 0.0
 
+    def _replay_note(self) -> str:
+        return f"; {self.trusted_on_replay} certified by the seed's replayed decisions" if self.trusted_on_replay else ""
+
     def line(self) -> str:
         """One line for summaries: informative forecasts, trusted decisions, measured false-prune rate vs bound."""
         text = (f"{self.informative_forecasts}/{self.forecasts} forecasts informative; "
                 f"{self.trusted}/{self.decisions} decisions trusted ({self.trusted_prunes} pruned, "
-                f"{self.trusted_accepts} accepted), {self.audits} audited")
+                f"{self.trusted_accepts} accepted{self._replay_note()}), {self.audits} audited")
         if self.spare:
             text += f"; {self.spare} pruned measured anyway with budget to spare ({self.spare_beat} beat the incumbent)"
         fp = self.false_prunes
@@ -195,6 +200,7 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
             out.spare += 1
             out.spare_beat += int(was_measured and beat_incumbent(record.incumbent or 1.0, speedup))
         elif record.forecast_alone:
+            out.trusted_on_replay += record.trust_source == SEED_REPLAY
             if record.decision == "prune":
                 out.trusted_prunes += 1
             else:

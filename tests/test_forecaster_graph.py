@@ -40,7 +40,7 @@ def own_task(tmp_path: Path) -> Path:
 def test_fresh_store_path_task_is_forecast_from_the_first_round_and_learns(tmp_path: Path, own_task: Path) -> None:
     store = Store(tmp_path / "k.db")
     config = RunConfig(task=str(own_task), budget=6, router="selective", forecaster="learned", sizes="small",
-                       measure_per_round=2)
+                       measure_per_round=2, trust_seed_replay=True)
     result = start_run(config, store, RunEnv(tmp_path, measure_timeout_s=60))
     assert result.spent <= 6 and result.best_hash is not None
 
@@ -83,7 +83,7 @@ def test_fresh_store_path_task_is_forecast_from_the_first_round_and_learns(tmp_p
     assert len(calibration_rows(store, result.device)) == sum(1 for e in events if e.kind == "spend"
                                                               and e.payload["phase"] == "search")
     # each decision knows its stage (the run's correct measurements before it); the opening (stage 0) has no
-    # certified rows on a fresh store, later rounds trust as far as the seed's replayed decisions certify
+    # certified rows on a fresh store, later rounds trust as far as the seed's replayed decisions certify (opted in)
     stage = 0
     for event in events:
         stage += event.kind == "spend" and event.payload["status"] == "correct"
@@ -92,6 +92,7 @@ def test_fresh_store_path_task_is_forecast_from_the_first_round_and_learns(tmp_p
     assert all(r.trust_source == "" for r in records if r.stage == 0)
     later = [r for r in records if r.stage]
     assert later and all(r.trust_source == SEED_REPLAY for r in later)
+    assert summary.trusted_on_replay == summary.trusted == sum(1 for r in records if r.forecast_alone)
 
     assert store.device_probe(result.device, PROBE)  # the triad was measured once and kept
     # the store's task record lets later trainings featurize this task's pairs
