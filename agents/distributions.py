@@ -75,6 +75,18 @@ def prob_above(probabilities: Sequence[float] | np.ndarray, threshold: float) ->
     return float(np.clip(p @ share, 0.0, 1.0))
 
 
+def p_beat(probabilities: Sequence[float] | np.ndarray, threshold: float, log_mean: float | None = None,
+           log_sd: float | None = None, log_dof: float | None = None) -> float | None:
+    """P(S > threshold) from a forecast: its continuous belief about ln S if it has one, else its bins
+    (interpolated within the bin); None for bins alone when the threshold lies in an open end bin (beyond 4x or
+    below 0.25x), where bins cannot tell."""
+    if log_mean is not None and log_sd is not None and log_sd > 0:
+        return belief_above(math.log(threshold), log_mean, log_sd, log_dof)
+    if not EDGES[0] <= threshold <= EDGES[-1]:
+        return None
+    return prob_above(probabilities, threshold)
+
+
 def moments(probabilities: Sequence[float] | np.ndarray) -> tuple[float, float]:
     """Mean and standard deviation of log S under the interpolated distribution."""
     p = np.asarray(probabilities, dtype=np.float64)

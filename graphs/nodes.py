@@ -292,9 +292,8 @@ class SearchNodes:
         if ctx.config.router_spec.certifies_trust:
             # opt-in (RunConfig.trust_seed_replay); the seed was replayed on written candidates only: a round with
             # derived points needs the device's own rows
-            children_cands = [ctx.store.candidate(key) for key in state["children"]]
-            replayed = ctx.config.trust_seed_replay and all(c is not None and family(c) == WRITTEN
-                                                            for c in children_cands)
+            replayed = ctx.config.trust_seed_replay and all(
+                (cand := ctx.store.candidate(key)) is not None and family(cand) == WRITTEN for key in state["children"])
             trust = trust_for(ctx.store, ctx.hardware.key, stage, ctx.config.risk, replayed=replayed)
             spent_on_audits = sum(1 for e in ctx.store.events(ctx.run_id, kind="route")
                                   if RouteRecord.model_validate(e.payload).audit)

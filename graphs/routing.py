@@ -20,8 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from kernelcast.agents.bins import EDGES
-from kernelcast.agents.distributions import belief_above, belief_gain, expected_gain, prob_above
+from kernelcast.agents.distributions import belief_gain, expected_gain, p_beat
 from kernelcast.agents.risk_control import TrustThresholds
 
 Decision = Literal["measure", "accept", "prune", "drop"]
@@ -54,12 +53,7 @@ class RoutingInput:
         in an open end bin (beyond 4x or below 0.25x), where bins cannot say whether a child beats it."""
         if self.failed or len(self.probabilities) != 8:
             return None
-        if self.continuous:
-            assert self.log_mean is not None and self.log_sd is not None
-            return belief_above(math.log(self.incumbent), self.log_mean, self.log_sd, self.log_dof)
-        if not EDGES[0] <= self.incumbent <= EDGES[-1]:
-            return None
-        return prob_above(self.probabilities, self.incumbent)
+        return p_beat(self.probabilities, self.incumbent, self.log_mean, self.log_sd, self.log_dof)
 
     @property
     def gain(self) -> float:

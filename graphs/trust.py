@@ -69,7 +69,7 @@ def calibration_rows(store: Store, device: str, bucket: int | None = None) -> li
     return rows
 
 
-def trust_for(store: Store, device: str, stage: int, risk: float, replayed: bool = True) -> TrustThresholds:
+def trust_for(store: Store, device: str, stage: int, risk: float, replayed: bool = False) -> TrustThresholds:
     """The thresholds for a decision at ``stage`` on ``device``: certified on the device's own rows of the same
     stage bucket, or (``replayed``, until the device has enough of them) on the seed's replayed rows, which the
     device's own record can refute (:func:`kernelcast.agents.risk_control.certify_stage`)."""
