@@ -72,8 +72,13 @@ class ReplayRow:
     p_beat: float
     beat: bool
 
+    @property
+    def task(self) -> str:
+        return self.group.split("@", 1)[0]
+
     def calibration(self) -> CalibrationRow:
-        return CalibrationRow(self.p_beat, self.beat)
+        """The row for certification, grouped by its task (a live run's risk is on one task)."""
+        return CalibrationRow(self.p_beat, self.beat, self.task)
 
 
 def _draw_rng(mode: str, group: str, k: int, draw: int) -> np.random.Generator:

@@ -12,14 +12,19 @@ thresholds, ordered from the safest upwards, the Clopper-Pearson upper bound
 of the false share among the rows the rule would have trusted must be at most
 ``risk``; the search stops at the first threshold that fails (fixed-sequence
 testing, so the family-wise error stays at ``delta`` without a Bonferroni
-penalty, as in Learn-then-Test). The first threshold tested is the safest one that trusts enough rows to be
+penalty, as in Learn-then-Test). Each test must also pass on every group of rows (the task of the decision)
+that the threshold would trust in numbers enough to certify alone: a run is on one task, and a pooled rate can
+hide a task whose forecasts are overconfident (the seed's replay, P(beat) <= 0.1 at 8-15 measurements: 3 % of
+histogram's children beat the incumbent, 9 % of reduce_rows'; a pooled certificate at 0.4 let the router bench
+prune reduce_rows children at p = 0.075 that then measured 1.5x the incumbent). Requiring every such test to
+reject is an intersection-union test, so it needs no multiplicity correction. The first threshold tested is the safest one that trusts enough rows to be
 certified with one false decision among them: starting where a clean record is just enough (22 rows at risk
 0.1, confidence 0.9) let one error among the first rows end the sequence for every looser threshold, although
 those had rows enough to absorb it (router_bench, one store over six tasks: after a pruned child with p = 0.145
 measured faster, no round of softmax trusted anything again; a replay of the same calibration rows trusts 41 %
 of the decisions with this rule against 29 %). With probability at least 1 - delta over the
-calibration rows, the chosen rule's false-decision share is at most ``risk``
-(for decisions exchangeable with the calibration rows). Too few rows give no
+calibration rows, the chosen rule's false-decision share is at most ``risk``, pooled and on each group with
+enough rows at it (for decisions exchangeable with the calibration rows of their group). Too few rows give no
 threshold at all: nothing is trusted and everything goes to the hardware.
 
 :func:`certify_stage` chooses the rows for one stage of a run: the device's own once it has enough, until then
@@ -47,10 +52,12 @@ OWN_ROWS_TO_SWITCH = 200  # a stage's own rows from which the device's record al
 
 @dataclass(frozen=True)
 class CalibrationRow:
-    """One past decision with its outcome: the forecast's p and whether the child beat the incumbent."""
+    """One past decision with its outcome: the forecast's p and whether the child beat the incumbent; ``group``:
+    the task it was taken on (the risk is certified on each group with enough rows as well as pooled)."""
 
     p_beat: float
     beat: bool
+    group: str = ""
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,7 @@ class TrustThresholds:
     prune_bound: float | None = None  # the Clopper-Pearson upper bound of false prunes at the chosen threshold
     accept_bound: float | None = None
     source: str = DEVICE_RECORD  # whose rows certified: the device's own decisions, or the seed's replayed ones
+    prune_limited_by: str = ""  # the group whose bound ended the prune sequence ("" : the pooled rows, or none)
     withdrawn: tuple[str, ...] = ()  # replayed certificates the device's own record refuted ("prune", "accept")
 
     @property
@@ -75,6 +83,8 @@ class TrustThresholds:
         parts = [f"risk {self.risk:.0%} at {1 - self.delta:.0%} confidence, {self.n_calibration} calibration rows"
                  + (" replayed from the seed" if self.source == SEED_REPLAY else "")]
         parts.append(f"prune p <= {self.prune_below:.3g}" if self.prune_below is not None else "no pruning")
+        if self.prune_limited_by:
+            parts.append(f"no looser pruning: its bound fails on {self.prune_limited_by}'s decisions")
         parts.append(f"accept p >= {self.accept_above:.3g}" if self.accept_above is not None else "no acceptance")
         parts += [f"the device's record refuted the replayed {kind} threshold" for kind in self.withdrawn]
         return "; ".join(parts)
@@ -113,9 +123,13 @@ def fit_thresholds(rows: Sequence[CalibrationRow], risk: float = DEFAULT_RISK, d
         raise ValueError(f"risk and delta must be in (0, 1), got risk={risk}, delta={delta}")
     p = np.array([r.p_beat for r in rows], dtype=np.float64)
     beat = np.array([r.beat for r in rows], dtype=bool)
-    prune, prune_bound = _fixed_sequence([p <= t for t in PRUNE_GRID], beat, PRUNE_GRID, risk, delta)
-    accept, accept_bound = _fixed_sequence([p >= t for t in ACCEPT_GRID], ~beat, ACCEPT_GRID, risk, delta)
-    return TrustThresholds(prune, accept, risk, delta, len(rows), prune_bound, accept_bound)
+    groups = np.array([r.group for r in rows], dtype=object)
+    prune, prune_bound, limited_by = _fixed_sequence([p <= t for t in PRUNE_GRID], beat, groups, PRUNE_GRID,
+                                                     risk, delta)
+    accept, accept_bound, _ = _fixed_sequence([p >= t for t in ACCEPT_GRID], ~beat, groups, ACCEPT_GRID, risk,
+                                              delta)
+    return TrustThresholds(prune, accept, risk, delta, len(rows), prune_bound, accept_bound,
+                           prune_limited_by=limited_by)
 
 
 def certify_stage(own: Sequence[CalibrationRow], replayed: Sequence[CalibrationRow], risk: float = DEFAULT_RISK,
@@ -132,15 +146,17 @@ def certify_stage(own: Sequence[CalibrationRow], replayed: Sequence[CalibrationR
     fitted = fit_thresholds(replayed, risk, delta)
     p = np.array([r.p_beat for r in own], dtype=np.float64)
     beat = np.array([r.beat for r in own], dtype=bool)
+    groups = np.array([r.group for r in own], dtype=object)
     prune, accept = fitted.prune_below, fitted.accept_above
     withdrawn: list[str] = []
-    if prune is not None and _refuted(beat[p <= prune], risk, delta):
+    if prune is not None and _refuted(beat, groups, p <= prune, risk, delta):
         prune, withdrawn = None, withdrawn + ["prune"]
-    if accept is not None and _refuted(~beat[p >= accept], risk, delta):
+    if accept is not None and _refuted(~beat, groups, p >= accept, risk, delta):
         accept, withdrawn = None, withdrawn + ["accept"]
     return TrustThresholds(prune, accept, risk, delta, fitted.n_calibration,
                            fitted.prune_bound if prune is not None else None,
-                           fitted.accept_bound if accept is not None else None, SEED_REPLAY, tuple(withdrawn))
+                           fitted.accept_bound if accept is not None else None, source=SEED_REPLAY,
+                           prune_limited_by=fitted.prune_limited_by, withdrawn=tuple(withdrawn))
 
 
 def clopper_pearson_lower(errors: int, n: int, delta: float) -> float:
@@ -150,17 +166,21 @@ def clopper_pearson_lower(errors: int, n: int, delta: float) -> float:
     return float(beta.ppf(delta, errors, n - errors + 1))
 
 
-def _refuted(wrong: np.ndarray, risk: float, delta: float) -> bool:
-    return clopper_pearson_lower(int(wrong.sum()), len(wrong), delta) > risk
+def _refuted(wrong: np.ndarray, groups: np.ndarray, trusted: np.ndarray, risk: float, delta: float) -> bool:
+    """Whether the rows a threshold would have trusted show its false share above ``risk``, pooled or in one
+    group (withdrawing trust is the safe direction, so any refutation counts)."""
+    subsets = [trusted] + [trusted & (groups == g) for g in set(groups[trusted].tolist())]
+    return any(clopper_pearson_lower(int((wrong & s).sum()), int(s.sum()), delta) > risk for s in subsets)
 
 
-def _fixed_sequence(trusted_sets: list[np.ndarray], wrong: np.ndarray, grid: Sequence[float], risk: float,
-                    delta: float) -> tuple[float | None, float | None]:
-    """Test thresholds safest first, stop at the first one whose bound exceeds the risk.
+def _fixed_sequence(trusted_sets: list[np.ndarray], wrong: np.ndarray, groups: np.ndarray, grid: Sequence[float],
+                    risk: float, delta: float) -> tuple[float | None, float | None, str]:
+    """Test thresholds safest first, stop at the first one whose bound exceeds the risk, pooled or in a group
+    with enough trusted rows to be tested alone: (threshold, its pooled bound, the group that ended the sequence).
 
-    Thresholds that trust fewer rows than could certify the risk with one error among them are skipped,
-    not failed: which ones those are depends on the forecasts only, never on the outcomes, so the order
-    of the tests stays fixed given the forecasts and the guarantee holds.
+    Thresholds, and groups, that trust fewer rows than could certify the risk with one error among them are
+    skipped, not failed: which ones those are depends on the forecasts only, never on the outcomes, so the
+    order of the tests stays fixed given the forecasts and the guarantee holds.
     """
     needed = rows_to_certify(risk, delta, errors=1)
     chosen, chosen_bound = None, None
@@ -170,9 +190,14 @@ def _fixed_sequence(trusted_sets: list[np.ndarray], wrong: np.ndarray, grid: Seq
             continue
         bound = clopper_pearson_upper(int((wrong & trusted).sum()), n, delta)
         if bound > risk:
-            break
+            return chosen, chosen_bound, ""
+        for group in sorted(set(groups[trusted].tolist())):
+            alone = trusted & (groups == group)
+            if int(alone.sum()) >= needed and clopper_pearson_upper(int((wrong & alone).sum()), int(alone.sum()),
+                                                                      delta) > risk:
+                return chosen, chosen_bound, str(group)
         chosen, chosen_bound = t, bound
-    return chosen, chosen_bound
+    return chosen, chosen_bound, ""
 
 
 __all__ = ["ACCEPT_GRID", "CalibrationRow", "DEFAULT_DELTA", "DEFAULT_RISK", "DEVICE_RECORD", "OWN_ROWS_TO_SWITCH",

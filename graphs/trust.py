@@ -65,7 +65,7 @@ def calibration_rows(store: Store, device: str, bucket: int | None = None) -> li
             if record.p_beat is None or record.incumbent is None or not was_measured:
                 continue
             if bucket is None or stage_bucket(stage) == bucket:
-                rows.append(CalibrationRow(record.p_beat, beat_incumbent(record.incumbent, speedup)))
+                rows.append(CalibrationRow(record.p_beat, beat_incumbent(record.incumbent, speedup), run.task))
     return rows
 
 

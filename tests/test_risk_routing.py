@@ -209,3 +209,36 @@ def test_the_devices_own_record_withdraws_a_replayed_threshold_it_refutes() -> N
     agreeing = [CalibrationRow(threshold / 2, i == 0) for i in range(30)]  # one of 30: no refutation
     assert certify_stage(agreeing, replayed, risk=0.1).prune_below == threshold
     assert clopper_pearson_lower(15, 30, 0.1) > 0.1 > clopper_pearson_lower(1, 30, 0.1)
+
+
+def test_a_task_whose_forecasts_are_overconfident_limits_the_threshold_for_all() -> None:
+    """Five tasks calibrated and one whose children at p in (0.05, 0.2] beat the incumbent half the time: the
+    pooled rows alone would certify pruning up to 0.2, but a run on that task would then prune wrongly far
+    above the risk. The threshold stops below its overconfident band, and says which task stopped it."""
+    rng = np.random.default_rng(4)
+    calibrated = [CalibrationRow(r.p_beat, r.beat, f"task{i}") for i in range(5) for r in _calibrated(rng, 600)]
+    overconfident = [CalibrationRow(q, bool(rng.random() < (0.5 if q > 0.05 else q)), "bad")
+                     for q in rng.uniform(0.0, 0.2, 150).tolist()]
+    pooled = fit_thresholds([CalibrationRow(r.p_beat, r.beat) for r in calibrated + overconfident], risk=0.1)
+    grouped = fit_thresholds(calibrated + overconfident, risk=0.1)
+    assert pooled.prune_below is not None and pooled.prune_below >= 0.2
+    assert grouped.prune_below is not None and grouped.prune_below <= 0.05
+    assert grouped.prune_limited_by == "bad" and "bad" in grouped.describe()
+    # a group too small to be tested alone does not stop the sequence: that would let the outcomes of a
+    # handful of rows, not the forecasts, decide which tests run
+    with_small = fit_thresholds(calibrated + overconfident[:20], risk=0.1)
+    assert with_small.prune_limited_by != "bad"
+    assert with_small.prune_below is not None and with_small.prune_below > 0.05
+
+
+def test_the_devices_own_record_on_one_task_refutes_a_replayed_threshold() -> None:
+    """Pooled over the device's tasks the refutation would drown; one task's rows alone show it."""
+    rng = np.random.default_rng(5)
+    replayed = _calibrated(rng, 3000)
+    threshold = fit_thresholds(replayed, risk=0.1).prune_below
+    assert threshold is not None
+    clean = [CalibrationRow(threshold / 2, False, "good") for _ in range(170)]
+    bad = [CalibrationRow(threshold / 2, i % 2 == 0, "bad") for i in range(24)]  # 12 of 24 beat
+    pooled = [CalibrationRow(r.p_beat, r.beat) for r in clean + bad]
+    assert certify_stage(pooled, replayed, risk=0.1).prune_below == threshold  # 12 of 194 refutes nothing
+    assert certify_stage(clean + bad, replayed, risk=0.1).withdrawn == ("prune",)
