@@ -12,12 +12,16 @@ thresholds, ordered from the safest upwards, the Clopper-Pearson upper bound
 of the false share among the rows the rule would have trusted must be at most
 ``risk``; the search stops at the first threshold that fails (fixed-sequence
 testing, so the family-wise error stays at ``delta`` without a Bonferroni
-penalty, as in Learn-then-Test). Each test must also pass on every group of rows (the task of the decision)
-that the threshold would trust in numbers enough to certify alone: a run is on one task, and a pooled rate can
-hide a task whose forecasts are overconfident (the seed's replay, P(beat) <= 0.1 at 8-15 measurements: 3 % of
-histogram's children beat the incumbent, 9 % of reduce_rows'; a pooled certificate at 0.4 let the router bench
-prune reduce_rows children at p = 0.075 that then measured 1.5x the incumbent). Requiring every such test to
-reject is an intersection-union test, so it needs no multiplicity correction. The first threshold tested is the safest one that trusts enough rows to be
+penalty, as in Learn-then-Test).
+
+Each test must also pass on every group of rows (the task of the decision) that the threshold would trust in
+numbers enough to certify alone: a run is on one task, and a pooled rate can hide a task whose forecasts are
+overconfident (the seed's replay, P(beat) <= 0.1 after 8-15 measurements: 3 % of histogram's children beat the
+incumbent, 9 % of reduce_rows'; pooled certificates of 0.15-0.4 let the router bench prune reduce_rows children
+at p = 0.075 that then measured 1.5x the incumbent). Requiring every such test to reject is an
+intersection-union test, so it needs no multiplicity correction.
+
+The first threshold tested is the safest one that trusts enough rows to be
 certified with one false decision among them: starting where a clean record is just enough (22 rows at risk
 0.1, confidence 0.9) let one error among the first rows end the sequence for every looser threshold, although
 those had rows enough to absorb it (router_bench, one store over six tasks: after a pruned child with p = 0.145
