@@ -7,7 +7,9 @@ certified by Clopper-Pearson bounds); ``--fresh-selective`` gives it a fresh sto
 learned forecaster is trained on a dataset store (`kernelcast dataset build`, may be empty: then the
 roofline prior and the seed dataset carry it) with the task itself left out. Afterwards a sample of the
 selective router's pruned and unverified-accepted candidates is measured outside the budget to estimate
-how often trusting the forecast was right against the incumbent of its moment; the in-budget audits
+how often trusting the forecast was right against the incumbent of its moment, head to head with the
+incumbent's kernel (three interleaved rounds each, medians compared; ``--recheck`` repeats the checks of an
+earlier bench's folder); the in-budget audits
 give the measured false-prune rate with its interval, beside the bound. Memory-bound tasks are compared
 with the device probe's bandwidth (the forecaster's triad), measured in the same run.
 
@@ -35,7 +37,7 @@ from kernelcast.graphs.config import RunConfig  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
 from kernelcast.graphs.events import Spend  # noqa: E402
 from kernelcast.graphs.run import start_run  # noqa: E402
-from kernelcast.graphs.trust import trust_summary, trusted_decisions  # noqa: E402
+from kernelcast.graphs.trust import decision_wrong, trust_summary, trusted_decisions  # noqa: E402
 from kernelcast.tools.expr import evaluate  # noqa: E402
 from kernelcast.tools.measurement import MeasureConfig  # noqa: E402
 from kernelcast.tools.store import Store  # noqa: E402
@@ -74,25 +76,81 @@ def first_reaching(curve: list[float], target: float, tolerance: float) -> int |
     return None
 
 
+CHECK_ROUNDS = 3  # rounds of a check: the child and the incumbent's kernel measured in turn, medians compared
+
+
+def incumbent_kernel(store: Store, run_id: str, incumbent: float) -> str | None:
+    """The run's measured kernel whose speedup was a decision's incumbent (None: the reference, 1.0)."""
+    for m in store.measurements(run_id=run_id):
+        if m.ok and m.speedup is not None and abs(m.speedup - incumbent) < 1e-9:
+            return m.candidate_hash
+    return None
+
+
+def head_to_head(store: Store, worker: MeasurementWorker, task_name: str, child: str, incumbent: str | None,
+                 sizes: str, rounds: int = CHECK_ROUNDS) -> tuple[float | None, float | None, float]:
+    """(the child's first speedup, its median, the incumbent's median) over ``rounds`` interleaved rounds, all
+    in this session. One measurement of a child against an incumbent measured earlier, under other load, is not
+    a comparison: reduce_rows children that measured 5.6x and 5.5x once against a 3.36x incumbent measured
+    3.0-3.6x three times beside it (2026-12-03)."""
+    task = resolve_task(task_name)
+    config = MeasureConfig(sizes=sizes)
+    first, child_s, incumbent_s = None, [], []
+    for i in range(rounds):
+        m = worker.measure(task, store.candidate(child), config)
+        store.add_measurement(m)  # outside the run: no run id, not counted against the budget
+        speedup = m.speedup if m.ok else None
+        first = speedup if i == 0 else first
+        child_s.append(speedup or 0.0)
+        if incumbent is None:
+            incumbent_s.append(1.0)
+        else:
+            mi = worker.measure(task, store.candidate(incumbent), config)
+            store.add_measurement(mi)
+            incumbent_s.append((mi.speedup or 0.0) if mi.ok else 0.0)
+    return first, (statistics.median(child_s) if first is not None else None), statistics.median(incumbent_s)
+
+
 def audit(store: Store, run_id: str, worker: MeasurementWorker, task_name: str, sample: int, seed: int,
           sizes: str) -> dict[str, tuple[int, int]]:
-    """Measure a sample of trusted decisions outside the budget: (right, checked) for prunes and accepts.
-    A prune was right if the child did not beat the incumbent of its moment; an accept, if it did."""
-    task = resolve_task(task_name)
+    """Measure a sample of trusted decisions outside the budget: (right, checked) for prunes and accepts, head
+    to head with the incumbent's kernel (:func:`head_to_head`); "..._single": the verdicts of the child's first
+    measurement against the incumbent's number, as checks read until 2026-12-03. A prune was right if the child
+    did not beat the incumbent; an accept, if it did."""
     rng = random.Random(seed)
     decisions = trusted_decisions(store, run_id)
     out = {}
     for kind in ("prune", "accept"):
         rows = [d for d in decisions if d.kind == kind]
         rng.shuffle(rows)
-        right = checked = 0
+        right = right_single = checked = 0
         for decision in rows[:sample]:
-            m = worker.measure(task, store.candidate(decision.candidate_hash), MeasureConfig(sizes=sizes))
-            store.add_measurement(m)  # outside the run: no run id, not counted against the budget
+            first, child, incumbent = head_to_head(store, worker, task_name, decision.candidate_hash,
+                                                   incumbent_kernel(store, run_id, decision.incumbent), sizes)
             checked += 1
-            right += not decision.wrong(m.speedup if m.ok else None)
-        out["pruned" if kind == "prune" else "accepted"] = (right, checked)
+            right_single += not decision.wrong(first)
+            right += not decision_wrong(decision.kind, incumbent, child)
+        name = "pruned" if kind == "prune" else "accepted"
+        out[name], out[f"{name}_single"] = (right, checked), (right_single, checked)
     return out
+
+
+def recheck(out: Path, args: argparse.Namespace, console: Console) -> None:
+    """The checks of an earlier bench's selective runs again (the same sample: same seed, same order), head to
+    head; the verdicts go to results.json as "rechecks"."""
+    results = json.loads((out / "results.json").read_text())
+    store = Store(out / "selective-shared" / "kernelcast.db")
+    table = Table(title=f"trusted decisions of {out} checked again, head to head ({CHECK_ROUNDS} rounds)")
+    for col in ("task", "pruned right: head to head", "one measurement (now)", "one measurement (the bench's)"):
+        table.add_column(col)
+    with MeasurementWorker(args.backend) as worker:
+        for name, row in results.items():
+            checks = audit(store, row["selective"]["run"], worker, name, args.audit, args.seed, args.sizes)
+            row["rechecks"] = checks
+            (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+            (hr, hn), (sr, sn), (br, bn) = checks["pruned"], checks["pruned_single"], row["checks"]["pruned"]
+            table.add_row(name, f"{hr}/{hn}", f"{sr}/{sn}", f"{br}/{bn}")
+    console.print(table)
 
 
 def main() -> None:
@@ -118,8 +176,13 @@ def main() -> None:
                         help="no arm retrains its forecaster on the run's own measurements (as before online learning)")
     parser.add_argument("--ablation", action="store_true",
                         help=f"also run {FROZEN_ARM}: selective whose forecaster does not learn from the run")
+    parser.add_argument("--recheck", action="store_true",
+                        help="no runs: check again, head to head, the trusted decisions of the runs in --out")
     args = parser.parse_args()
     console = Console(width=170)
+    if args.recheck:
+        recheck(Path(args.out), args, console)
+        return
     out = Path(args.out or tempfile.mkdtemp(prefix="router-bench-"))
     out.mkdir(parents=True, exist_ok=True)
     dataset = str(Path(args.dataset).resolve())
@@ -178,7 +241,8 @@ def main() -> None:
                         f"k {args.k}; forecaster trained {trained})")
     for col in ("task", "measure-all best", "topk best", "selective best", "sel / MA",
                 "meas. to MA best (MA / topk / sel)", "informative / considered (sel)", "trusted share (sel)",
-                "accepted / pruned (sel)", "audited false prunes (95% CI)", "trusted right: pruned / accepted",
+                "accepted / pruned (sel)", "audited false prunes (95% CI)",
+                "trusted right, head to head: pruned / accepted",
                 "% of triad BW", *(("selective frozen best",) if args.ablation else ())):
         table.add_column(col)
     wins, fractions, per_meas = 0, [], []
@@ -191,6 +255,7 @@ def main() -> None:
             fractions.append(se["to_target"] / args.budget)
         per_meas.append(se["considered"] / max(1, se["spent"]))
         pr, ac = row["checks"]["pruned"], row["checks"]["accepted"]
+        prs, acs = row["checks"]["pruned_single"], row["checks"]["accepted_single"]
         tr = row["trust"]
         trusted = tr["trusted_prunes"] + tr["trusted_accepts"]
         trusted_total += trusted
@@ -203,7 +268,7 @@ def main() -> None:
                       f"{se['counts'].get('accepted', 0) + se['counts'].get('verified', 0)} / {se['counts'].get('pruned', 0)}",
                       (f"{fp['wrong']}/{fp['audited']} ({fp['interval'][0]:.0%}-{fp['interval'][1]:.0%}), "
                        f"bound {args.risk:.0%}") if fp["audited"] else "-",
-                      f"{pr[0]}/{pr[1]} / {ac[0]}/{ac[1]}",
+                      f"{pr[0]}/{pr[1]} / {ac[0]}/{ac[1]} (one measurement: {prs[0]}/{prs[1]} / {acs[0]}/{acs[1]})",
                       f"{100 * row['best_gbs'] / triad:.0f}%" if row["best_gbs"] and triad else "-",
                       *((f"{row[FROZEN_ARM]['best']:.2f}x (MA best at {row[FROZEN_ARM]['to_target'] or '-'})",)
                         if args.ablation else ()))
