@@ -18,7 +18,7 @@ Each test must also pass on every group of rows (the task of the decision) that 
 numbers enough to certify alone: a run is on one task, and a pooled rate can hide a task whose forecasts are
 overconfident (the seed's replay, P(beat) <= 0.1 after 8-15 measurements: 3 % of histogram's children beat the
 incumbent, 9 % of reduce_rows'; pooled certificates of 0.15-0.4 let the router bench prune reduce_rows children
-at p = 0.075 that then measured 1.5x the incumbent). Requiring every such test to reject is an
+at p = 0.075 that then measured 1.34x the incumbent, head to head). Requiring every such test to reject is an
 intersection-union test, so it needs no multiplicity correction.
 
 The first threshold tested is the safest one that trusts enough rows to be
