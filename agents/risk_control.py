@@ -173,8 +173,13 @@ def clopper_pearson_lower(errors: int, n: int, delta: float) -> float:
 def _refuted(wrong: np.ndarray, groups: np.ndarray, trusted: np.ndarray, risk: float, delta: float) -> bool:
     """Whether the rows a threshold would have trusted show its false share above ``risk``, pooled or in one
     group (withdrawing trust is the safe direction, so any refutation counts)."""
-    subsets = [trusted] + [trusted & (groups == g) for g in set(groups[trusted].tolist())]
+    subsets = [trusted] + [alone for _, alone in _by_group(trusted, groups)]
     return any(clopper_pearson_lower(int((wrong & s).sum()), int(s.sum()), delta) > risk for s in subsets)
+
+
+def _by_group(trusted: np.ndarray, groups: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """(group, its trusted rows) for each group among the trusted rows, in name order."""
+    return [(str(g), trusted & (groups == g)) for g in sorted(set(groups[trusted].tolist()))]
 
 
 def _fixed_sequence(trusted_sets: list[np.ndarray], wrong: np.ndarray, groups: np.ndarray, grid: Sequence[float],
@@ -195,11 +200,10 @@ def _fixed_sequence(trusted_sets: list[np.ndarray], wrong: np.ndarray, groups: n
         bound = clopper_pearson_upper(int((wrong & trusted).sum()), n, delta)
         if bound > risk:
             return chosen, chosen_bound, ""
-        for group in sorted(set(groups[trusted].tolist())):
-            alone = trusted & (groups == group)
-            if int(alone.sum()) >= needed and clopper_pearson_upper(int((wrong & alone).sum()), int(alone.sum()),
-                                                                      delta) > risk:
-                return chosen, chosen_bound, str(group)
+        for group, alone in _by_group(trusted, groups):
+            k = int(alone.sum())
+            if k >= needed and clopper_pearson_upper(int((wrong & alone).sum()), k, delta) > risk:
+                return chosen, chosen_bound, group
         chosen, chosen_bound = t, bound
     return chosen, chosen_bound, ""
 

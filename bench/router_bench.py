@@ -95,20 +95,18 @@ def head_to_head(store: Store, worker: MeasurementWorker, task_name: str, child:
     3.0-3.6x three times beside it (2026-12-03)."""
     task = resolve_task(task_name)
     config = MeasureConfig(sizes=sizes)
-    first, child_s, incumbent_s = None, [], []
-    for i in range(rounds):
-        m = worker.measure(task, store.candidate(child), config)
+    def speedup(candidate: str) -> float | None:
+        m = worker.measure(task, store.candidate(candidate), config)
         store.add_measurement(m)  # outside the run: no run id, not counted against the budget
-        speedup = m.speedup if m.ok else None
-        first = speedup if i == 0 else first
-        child_s.append(speedup or 0.0)
-        if incumbent is None:
-            incumbent_s.append(1.0)
-        else:
-            mi = worker.measure(task, store.candidate(incumbent), config)
-            store.add_measurement(mi)
-            incumbent_s.append((mi.speedup or 0.0) if mi.ok else 0.0)
-    return first, (statistics.median(child_s) if first is not None else None), statistics.median(incumbent_s)
+        return m.speedup if m.ok else None
+
+    child_s, incumbent_s = [], []
+    for _ in range(rounds):
+        child_s.append(speedup(child))
+        incumbent_s.append(1.0 if incumbent is None else speedup(incumbent) or 0.0)
+    first = child_s[0]
+    return (first, None if first is None else statistics.median(s or 0.0 for s in child_s),
+            statistics.median(incumbent_s))
 
 
 def audit(store: Store, run_id: str, worker: MeasurementWorker, task_name: str, sample: int, seed: int,
