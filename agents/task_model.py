@@ -120,7 +120,8 @@ def edit_features(intent: str) -> Features:
     if intent.startswith("generic:"):
         edits = [parts[0].removeprefix("generic:"), *edits]
     for part in edits:
-        label = _EDIT_LABEL.match(part.strip().removeprefix("generic:").strip())
+        # "#pragma unroll 4 on 'for (...)'": the pragma is the edit (until 2026-12-03 the "#" hid it entirely)
+        label = _EDIT_LABEL.match(part.strip().removeprefix("generic:").strip().lstrip("#").split(" on '")[0])
         if label:
             out[f"edit:{label.group(0).strip().lower()}"] = 1.0
     return out

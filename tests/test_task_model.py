@@ -40,6 +40,9 @@ def test_edit_features_name_the_transformations() -> None:
     f = edit_features("template point TM=2 + unroll 4 (loop 1) + work-group (64)")
     assert f == {"edit:unroll": 1.0, "edit:work-group": 1.0}
     assert edit_features("generic: build option -cl-mad-enable") == {"edit:build option -cl-mad-enable": 1.0}
+    # the generator's pragma labels start with "#", which once hid the edit from the model
+    assert edit_features("template neighbour: ROWS 2->1 + #pragma unroll 4 on 'for (int i = 0; i < n; i++)'") == \
+        {"edit:pragma unroll": 1.0} == edit_features("generic: #pragma unroll on 'for (;;)'")
 
 
 def test_a_derived_points_transformations_are_not_read_as_added_edits() -> None:
