@@ -64,6 +64,7 @@ class Route(RunEvent):
     reason: str = ""
     p_beat: float | None = None
     incumbent: float | None = None
+    incumbent_hash: str | None = None  # the incumbent's candidate (None: the reference, or a run before 2026-12-03)
     audit: bool = False
     trusted_as: str = ""
     informative: bool | None = None

@@ -272,6 +272,7 @@ class SearchNodes:
         nodes = TreeEdit(state["nodes"])
         best = state.get("best")
         incumbent = max(1.0, (nodes[best]["speedup"] or 1.0) if best else 1.0)  # the reference is 1.0
+        incumbent_hash = best if best and incumbent > 1.0 else None
         items, informative = [], {}
         children = set(state["children"])
         beliefs = {r.candidate_hash: Provenance.model_validate(r.provenance)  # ln S mean/sd, when known
@@ -308,7 +309,8 @@ class SearchNodes:
             else:
                 node["outcome"] = DECISION_OUTCOME[routed.decision].value  # plain str in checkpoints
             ctx.emit(ev.Route(decision=routed.decision, reason=routed.reason, p_beat=routed.p_beat,
-                              incumbent=incumbent, audit=routed.audit, trusted_as=routed.trusted_as,
+                              incumbent=incumbent, incumbent_hash=incumbent_hash, audit=routed.audit,
+                              trusted_as=routed.trusted_as,
                               informative=informative[key], spare=routed.spare, stage=stage,
                               trust_source=trust.source if trust.trusts_anything else ""), candidate_hash=key)
         return {"nodes": nodes.changes(), "to_measure": to_measure}

@@ -96,6 +96,7 @@ class TrustedDecision(BaseModel):
     kind: Literal["prune", "accept"]
     candidate_hash: str
     incumbent: float
+    incumbent_hash: str | None = None  # None: the reference, or a run that did not record it
 
     def wrong(self, speedup: float | None) -> bool:
         return decision_wrong(self.kind, self.incumbent, speedup)
@@ -110,7 +111,7 @@ def trusted_decisions(store: Store, run_id: str) -> list[TrustedDecision]:
         if record.forecast_alone and event.candidate_hash:
             out.append(TrustedDecision(kind="prune" if record.decision == "prune" else "accept",
                                        candidate_hash=event.candidate_hash,
-                                       incumbent=record.incumbent or 1.0))
+                                       incumbent=record.incumbent or 1.0, incumbent_hash=record.incumbent_hash))
     return out
 
 

@@ -14,6 +14,7 @@ from kernelcast.agents.distributions import lognormal_bins
 from kernelcast.agents.risk_control import TrustThresholds
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunEnv
+from kernelcast.graphs.events import Spend
 from kernelcast.graphs.routing import RoutingInput, SelectiveRouter
 from kernelcast.graphs.run import start_run
 from kernelcast.graphs.trust import RouteRecord, TrustedDecision, trust_summary, trusted_decisions
@@ -107,6 +108,20 @@ def test_a_run_whose_router_prunes_everything_still_spends_its_budget(tmp_path: 
     assert len(unbacked) == summary.trusted
     assert sorted(d.kind for d in unbacked) == sorted(r.decision for r in records if r.decision in ("prune", "accept"))
     assert {d.candidate_hash for d in unbacked}.isdisjoint(key for key, _ in spare)
+    # each decision names the kernel it was judged against: the reference (1.0, no hash) or a candidate the run
+    # had measured before it, at exactly the incumbent's speedup (what a head-to-head check re-measures)
+    measured_before: dict[str, float] = {}
+    for event in store.events(result.run_id):
+        if event.kind == "spend" and (spend := Spend.model_validate(event.payload)).status == "correct":
+            measured_before.setdefault(event.candidate_hash or "", spend.speedup or 0.0)
+        elif event.kind == "route":
+            record = RouteRecord.model_validate(event.payload)
+            if record.incumbent_hash is None:
+                assert record.incumbent == 1.0
+            else:
+                assert measured_before[record.incumbent_hash] == record.incumbent
+    assert any(d.incumbent_hash for d in unbacked), "no decision was judged against a measured kernel"
+    assert all(d.incumbent_hash is None or d.incumbent_hash in measured_before for d in unbacked)
 
 
 def test_a_trusted_decision_is_wrong_when_the_truth_contradicts_it() -> None:
