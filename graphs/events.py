@@ -99,6 +99,19 @@ class Spend(RunEvent):
     in_flight: list[str] = Field(default_factory=list)
 
 
+class Leftover(RunEvent):
+    """The generator ran dry with budget left: of ``untried`` candidates never measured nor trusted, this one had
+    the highest expected gain over the incumbent by a forecast made after the run's first ``spent`` measurements
+    (and learned from them, when the forecaster learns)."""
+
+    kind: ClassVar[str] = "leftover"
+    untried: int
+    spent: int
+    gain: float
+    p_beat: float | None = None
+    incumbent: float = 1.0
+
+
 class Reused(RunEvent):
     kind: ClassVar[str] = "reused"
     phase: str
@@ -160,8 +173,8 @@ class Unknown(RunEvent):
 
 
 EVENT_TYPES: dict[str, type[RunEvent]] = {cls.kind: cls for cls in (
-    Start, Generated, GeneratorError, Learn, ForecastRound, Route, InFlight, Spend, Reused, Skip, Progress, Verify,
-    Confirm, NoiseFloor, Finish, Error)}
+    Start, Generated, GeneratorError, Learn, ForecastRound, Route, InFlight, Spend, Leftover, Reused, Skip, Progress,
+    Verify, Confirm, NoiseFloor, Finish, Error)}
 
 
 def parse(kind: str, payload: dict[str, Any]) -> RunEvent:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from kernelcast.agents.forecast import Forecast, LearnsFromMeasurements, record_forecast
+from kernelcast.agents.forecast import Forecast, LearnsFromMeasurements, Provenance, record_forecast
 from kernelcast.agents.generator import GenerationContext, ProposalReport, Proposals
 from kernelcast.graphs import events as ev
 from kernelcast.graphs import puct
@@ -21,7 +21,7 @@ from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.errors import SearchFailed
 from kernelcast.graphs.routing import RoutingInput
-from kernelcast.graphs.state import DECISION_OUTCOME, NodeRecord, SearchState, TreeEdit, outcome_counts
+from kernelcast.graphs.state import DECISION_OUTCOME, ForecastSummary, NodeRecord, SearchState, TreeEdit, outcome_counts
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import Measurement, MeasureConfig
 from kernelcast.tools.measurer import REPLAY_MISSING_FLAG
@@ -46,6 +46,30 @@ def confirmation_config(config: MeasureConfig) -> MeasureConfig:
 def expected_log_speedup(node: NodeRecord) -> float:
     """The forecast's expected log speedup of a node, 0 (no change) without a forecast."""
     return node["forecast"]["expected_log_speedup"] if node["forecast"] is not None else 0.0
+
+
+def node_forecast(fc: Forecast) -> ForecastSummary:
+    """What a node keeps of its forecast (plain data: nodes live in checkpoints)."""
+    return {"probabilities": list(fc.probabilities), "predicted_bin": fc.predicted_bin, "confidence": fc.confidence,
+            "expected_log_speedup": fc.expected_log_speedup, "failed": fc.failed}
+
+
+def incumbent_of(nodes: Mapping[str, NodeRecord], best: str | None) -> tuple[float, str | None]:
+    """The speedup to beat and its kernel: the best measured node's, or the reference's (1.0, None)."""
+    incumbent = max(1.0, (nodes[best]["speedup"] or 1.0) if best else 1.0)
+    return incumbent, best if best and incumbent > 1.0 else None
+
+
+def routing_input(key: str, fc: ForecastSummary, incumbent: float, belief: Provenance | None) -> RoutingInput:
+    """A candidate's forecast as the router reads it; ``belief``: the forecaster's ln S mean/sd, when known."""
+    probs = fc["probabilities"]
+    return RoutingInput(hash=key, confidence=fc["confidence"], predicted_bin=fc["predicted_bin"],
+                        expected_log_speedup=fc["expected_log_speedup"],
+                        expected_bin=sum((i + 1) * p for i, p in enumerate(probs)), failed=fc["failed"],
+                        probabilities=tuple(probs), incumbent=incumbent,
+                        log_mean=belief.log_speedup_mean if belief else None,
+                        log_sd=belief.log_speedup_sd if belief else None,
+                        log_dof=belief.log_speedup_dof if belief else None)
 
 
 def confirmations(config: RunConfig) -> int:
@@ -210,6 +234,18 @@ class SearchNodes:
             nodes[parent_key]["exhausted"] = True
         return {"nodes": nodes.changes(), "children": children, "empty_rounds": empty}
 
+    def _forecasts(self, keys: list[str]) -> list[Forecast]:
+        """Forecasts of candidates for the problem the run measures (a run at small sizes: the small one); a
+        forecaster that fails gives uninformative forecasts (deferred to hardware), never an error."""
+        ctx = self.ctx
+        cands = [ctx.store.candidate(k) for k in keys]
+        try:
+            return ctx.forecaster.forecast_many(ctx.task.at_sizes(ctx.config.sizes), cands,  # type: ignore[arg-type]
+                                                ctx.hardware)
+        except Exception as exc:  # noqa: BLE001 - a failed forecast is deferred, never fatal
+            return [Forecast.uninformative(f"{type(exc).__name__}: {exc}", getattr(ctx.forecaster, "name", "?"))
+                    for _ in keys]
+
     def teach_forecaster(self) -> None:
         """Let a learning forecaster retrain on this run's measurements once new ones have arrived.
 
@@ -239,19 +275,10 @@ class SearchNodes:
         self.teach_forecaster()
         nodes = TreeEdit(state["nodes"])
         keys = state["children"]
-        cands = [ctx.store.candidate(k) for k in keys]
-        try:
-            # forecasts for the problem the run measures (a run at small sizes: the small one)
-            forecasts = ctx.forecaster.forecast_many(ctx.task.at_sizes(ctx.config.sizes), cands,  # type: ignore[arg-type]
-                                                     ctx.hardware)
-        except Exception as exc:  # noqa: BLE001 - a failed forecast is deferred, never fatal
-            forecasts = [Forecast.uninformative(f"{type(exc).__name__}: {exc}", getattr(ctx.forecaster, "name", "?"))
-                         for _ in keys]
+        forecasts = self._forecasts(keys)
         expected = {}
         for key, fc in zip(keys, forecasts):
-            nodes[key]["forecast"] = {"probabilities": list(fc.probabilities), "predicted_bin": fc.predicted_bin,
-                                      "confidence": fc.confidence, "expected_log_speedup": fc.expected_log_speedup,
-                                      "failed": fc.failed}
+            nodes[key]["forecast"] = node_forecast(fc)
             expected[key] = fc.expected_log_speedup
             record_forecast(ctx.store, fc, ctx.task.name, key, ctx.hardware.key, run_id=ctx.run_id)
         for key, prior in puct.rank_priors(expected).items():
@@ -263,16 +290,13 @@ class SearchNodes:
     def route(self, state: SearchState) -> dict[str, Any]:
         """Route on P(child beats the incumbent), trusting forecasts only as far as calibration certifies
         (``--risk``); a share of the budget audits trusted decisions. Every decision is logged with its p."""
-        from kernelcast.agents.forecast import Provenance
         from kernelcast.agents.blended_forecaster import WRITTEN, family
         from kernelcast.agents.risk_control import TrustThresholds
         from kernelcast.graphs.trust import RouteRecord, stage_of, trust_for
 
         ctx = self.ctx
         nodes = TreeEdit(state["nodes"])
-        best = state.get("best")
-        incumbent = max(1.0, (nodes[best]["speedup"] or 1.0) if best else 1.0)  # the reference is 1.0
-        incumbent_hash = best if best and incumbent > 1.0 else None
+        incumbent, incumbent_hash = incumbent_of(nodes, state.get("best"))
         items, informative = [], {}
         children = set(state["children"])
         beliefs = {r.candidate_hash: Provenance.model_validate(r.provenance)  # ln S mean/sd, when known
@@ -280,15 +304,8 @@ class SearchNodes:
         for key in state["children"]:
             fc = nodes[key]["forecast"]
             assert fc is not None
-            probs = fc["probabilities"]
             informative[key] = not fc["failed"]
-            items.append(RoutingInput(hash=key, confidence=fc["confidence"], predicted_bin=fc["predicted_bin"],
-                                      expected_log_speedup=fc["expected_log_speedup"],
-                                      expected_bin=sum((i + 1) * p for i, p in enumerate(probs)), failed=fc["failed"],
-                                      probabilities=tuple(probs), incumbent=incumbent,
-                                      log_mean=beliefs[key].log_speedup_mean if key in beliefs else None,
-                                      log_sd=beliefs[key].log_speedup_sd if key in beliefs else None,
-                                      log_dof=beliefs[key].log_speedup_dof if key in beliefs else None))
+            items.append(routing_input(key, fc, incumbent, beliefs.get(key)))
         trust, audits, stage = TrustThresholds(risk=ctx.config.risk), 0, stage_of(ctx.store, ctx.run_id)
         if ctx.config.router_spec.certifies_trust:
             # opt-in (RunConfig.trust_seed_replay); the seed was replayed on written candidates only: a round with
@@ -359,10 +376,14 @@ class SearchNodes:
                                     forecast_right=predicted == result.bin()), candidate_hash=key)
             best, to_best = self._track_best(nodes, key, best, to_best)
         if generator_ran_dry(state):  # budget left and nothing new to propose: the best untried go next
-            for key, result in self._measure_within(nodes, self.leftovers(nodes), "search", confirm_reserve):
-                nodes[key]["outcome"] = "measured" if result.ok else "failed"
-                nodes[key]["reason"] = "measured after the generator ran dry"
-                best, to_best = self._track_best(nodes, key, best, to_best)
+            while self.spent() < self.ctx.config.budget - confirm_reserve and \
+                    (pick := self.next_leftover(nodes, best)) is not None:
+                measured = list(self._measure_within(nodes, [pick], "search", confirm_reserve))
+                if not measured:
+                    break
+                nodes[pick]["outcome"] = "measured" if measured[0][1].ok else "failed"
+                nodes[pick]["reason"] = "measured after the generator ran dry"
+                best, to_best = self._track_best(nodes, pick, best, to_best)
         for key in top_measured(nodes, confirm_top):
             first = nodes[key]["speedup"]
             again = self._measure(nodes, key, "confirm")
@@ -386,6 +407,25 @@ class SearchNodes:
             if result is None:
                 return
             yield key, result
+
+    def next_leftover(self, nodes: Mapping[str, NodeRecord], best: str | None) -> str | None:
+        """The untried candidate with the highest expected gain over the incumbent, by the forecast after every
+        measurement so far (None: none left). Ranked again before each measurement: the stale forecasts of the
+        round that proposed them knew none of the run's measurements, and a small template's opening design
+        proposes the whole space at once (transpose: 17 of 24 measurements after the generator ran dry were
+        spent in that stale order). These forecasts order the measurements only; each candidate keeps, in the
+        store and its node, the forecast its routing decision was taken on."""
+        keys = self.leftovers(nodes)
+        if not keys:
+            return None
+        self.teach_forecaster()
+        incumbent, _ = incumbent_of(nodes, best)
+        items = [routing_input(key, node_forecast(fc), incumbent, fc.provenance)
+                 for key, fc in zip(keys, self._forecasts(keys))]
+        pick = max(items, key=lambda item: (item.gain, item.p_beat or 0.0))  # ties keep the stale order
+        self.ctx.emit(ev.Leftover(untried=len(keys), spent=self.spent(), gain=pick.gain, p_beat=pick.p_beat,
+                                  incumbent=incumbent), candidate_hash=pick.hash)
+        return pick.hash
 
     def leftovers(self, nodes: Mapping[str, NodeRecord]) -> list[str]:
         """Unmeasured children pruned or dropped for want of budget, not by a trusted forecast (those stay
