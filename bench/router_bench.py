@@ -37,7 +37,7 @@ from kernelcast.graphs.config import RunConfig  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
 from kernelcast.graphs.events import Spend  # noqa: E402
 from kernelcast.graphs.run import start_run  # noqa: E402
-from kernelcast.graphs.trust import decision_wrong, trust_summary, trusted_decisions  # noqa: E402
+from kernelcast.graphs.trust import TrustedDecision, decision_wrong, trust_summary, trusted_decisions  # noqa: E402
 from kernelcast.tools.expr import evaluate  # noqa: E402
 from kernelcast.tools.measurement import MeasureConfig  # noqa: E402
 from kernelcast.tools.store import Store  # noqa: E402
@@ -77,36 +77,87 @@ def first_reaching(curve: list[float], target: float, tolerance: float) -> int |
 
 
 CHECK_ROUNDS = 3  # rounds of a check: the child and the incumbent's kernel measured in turn, medians compared
+FINAL_ROUNDS = 5  # rounds in which the arms' best kernels are measured in turn, medians compared
 
 
-def incumbent_kernel(store: Store, run_id: str, incumbent: float) -> str | None:
-    """The run's measured kernel whose speedup was a decision's incumbent (None: the reference, 1.0)."""
+def incumbent_kernel(store: Store, run_id: str, decision: TrustedDecision) -> str | None:
+    """The kernel a decision was judged against (None: the reference, 1.0): recorded on the decision since
+    2026-12-03; for older runs, the run's measured kernel whose speedup equals the decision's incumbent."""
+    if decision.incumbent_hash or decision.incumbent <= 1.0:
+        return decision.incumbent_hash
     for m in store.measurements(run_id=run_id):
-        if m.ok and m.speedup is not None and abs(m.speedup - incumbent) < 1e-9:
+        if m.ok and m.speedup is not None and abs(m.speedup - decision.incumbent) < 1e-9:
             return m.candidate_hash
     return None
 
 
-def head_to_head(store: Store, worker: MeasurementWorker, task_name: str, child: str, incumbent: str | None,
-                 sizes: str, rounds: int = CHECK_ROUNDS) -> tuple[float | None, float | None, float]:
-    """(the child's first speedup, its median, the incumbent's median) over ``rounds`` interleaved rounds, all
-    in this session. One measurement of a child against an incumbent measured earlier, under other load, is not
-    a comparison: reduce_rows children that measured 5.6x and 5.5x once against a 3.36x incumbent measured
-    3.0-3.6x three times beside it (2026-12-03)."""
+def in_turn(store: Store, worker: MeasurementWorker, task_name: str, kernels: list[str | None], sizes: str,
+            rounds: int) -> list[list[float | None]]:
+    """Each kernel's speedups (None: failed; the reference, None as a kernel, is 1.0) over ``rounds`` rounds in
+    which the kernels are measured one after the other, all in this session. On this CPU a memory-bound kernel's
+    speedup drifts with the machine's free bandwidth: one reduce_rows kernel read 2.5-4.5x in 14 measurements over
+    27 minutes (the reference's median 9.3-16.0 ms), each measurement's own 95 % interval about +-5 %. Kernels
+    compared in turn share that drift; kernels measured minutes apart do not."""
     task = resolve_task(task_name)
     config = MeasureConfig(sizes=sizes)
-    def speedup(candidate: str) -> float | None:
+    def speedup(candidate: str | None) -> float | None:
+        if candidate is None:
+            return 1.0
         m = worker.measure(task, store.candidate(candidate), config)
         store.add_measurement(m)  # outside the run: no run id, not counted against the budget
         return m.speedup if m.ok else None
 
-    child_s, incumbent_s = [], []
+    out: list[list[float | None]] = [[] for _ in kernels]
     for _ in range(rounds):
-        child_s.append(speedup(child))
-        incumbent_s.append(1.0 if incumbent is None else speedup(incumbent) or 0.0)
+        for series, kernel in zip(out, kernels):
+            series.append(speedup(kernel))
+    return out
+
+
+def median_of(series: list[float | None]) -> float:
+    """A kernel's median speedup in a comparison (a failed measurement counts as 0)."""
+    return statistics.median(s or 0.0 for s in series)
+
+
+def head_to_head(store: Store, worker: MeasurementWorker, task_name: str, child: str, incumbent: str | None,
+                 sizes: str, rounds: int = CHECK_ROUNDS) -> tuple[float | None, float | None, float]:
+    """(the child's first speedup, its median, the incumbent's median) over ``rounds`` rounds in turn
+    (:func:`in_turn`). One measurement of a child against an incumbent measured earlier, under other load, is
+    not a comparison: reduce_rows children that measured 5.6x and 5.5x once against a 3.36x incumbent measured
+    3.0-3.6x three times beside it (2026-12-03)."""
+    child_s, incumbent_s = in_turn(store, worker, task_name, [child, incumbent], sizes, rounds)
     first = child_s[0]
-    return (first, None if first is None else statistics.median(s or 0.0 for s in child_s),
-            statistics.median(incumbent_s))
+    return first, None if first is None else median_of(child_s), median_of(incumbent_s)
+
+
+def arm_bests_in_turn(out: Path, row: dict, worker: MeasurementWorker, arms: tuple[str, ...], sizes: str,
+                      rounds: int = FINAL_ROUNDS) -> dict[str, float]:
+    """Each arm's best kernel measured in turn with the others' (:func:`in_turn`), ``rounds`` rounds: the median
+    speedup per arm. The runs' confirmed bests were measured minutes apart, so on a drifting CPU their ratio mixes
+    which router found the faster kernel with when it was measured; this ratio does not. Arms that found the same
+    kernel share its measurements."""
+    name = row["task"]
+    bests: dict[str, str | None] = {}
+    stores: dict[str | None, Store] = {}
+    for arm in arms:
+        store = arm_store(out, name, arm)
+        run = store.run(row[arm]["run"])
+        bests[arm] = run.best_candidate if run is not None and run.best_candidate else None
+        stores.setdefault(bests[arm], store)
+    kernels = list(stores)
+    shared = Store(out / "finals.db")  # the comparison's measurements, outside every run
+    for kernel, store in stores.items():
+        if kernel is not None and shared.candidate(kernel) is None:
+            shared.add_candidate(store.candidate(kernel))
+    medians = [median_of(s) for s in in_turn(shared, worker, name, kernels, sizes, rounds)]
+    by_kernel = dict(zip(kernels, medians))
+    return {arm: by_kernel[bests[arm]] for arm in arms}
+
+
+def arm_store(out: Path, name: str, arm: str) -> Store:
+    """The store an arm's run of a task lives in (selective's is shared across tasks unless it was fresh)."""
+    shared = out / "selective-shared" / "kernelcast.db"
+    return Store(shared) if arm == "selective" and shared.exists() else Store(out / name / arm / "kernelcast.db")
 
 
 def audit(store: Store, run_id: str, worker: MeasurementWorker, task_name: str, sample: int, seed: int,
@@ -124,7 +175,7 @@ def audit(store: Store, run_id: str, worker: MeasurementWorker, task_name: str, 
         right = right_single = checked = 0
         for decision in rows[:sample]:
             first, child, incumbent = head_to_head(store, worker, task_name, decision.candidate_hash,
-                                                   incumbent_kernel(store, run_id, decision.incumbent), sizes)
+                                                   incumbent_kernel(store, run_id, decision), sizes)
             checked += 1
             right_single += not decision.wrong(first)
             right += not decision_wrong(decision.kind, incumbent, child)
@@ -135,20 +186,33 @@ def audit(store: Store, run_id: str, worker: MeasurementWorker, task_name: str, 
 
 def recheck(out: Path, args: argparse.Namespace, console: Console) -> None:
     """The checks of an earlier bench's selective runs again (the same sample: same seed, same order), head to
-    head; the verdicts go to results.json as "rechecks"."""
+    head, and its arms' best kernels measured in turn (:func:`arm_bests_in_turn`); the verdicts go to
+    results.json as "rechecks" and "in_turn". ``--bests-only``: the best kernels alone."""
     results = json.loads((out / "results.json").read_text())
     store = Store(out / "selective-shared" / "kernelcast.db")
-    table = Table(title=f"trusted decisions of {out} checked again, head to head ({CHECK_ROUNDS} rounds)")
-    for col in ("task", "pruned right: head to head", "one measurement (now)", "one measurement (the bench's)"):
+    table = Table(title=f"{out} checked again: trusted decisions head to head ({CHECK_ROUNDS} rounds), the arms' "
+                        f"best kernels in turn ({FINAL_ROUNDS} rounds)")
+    for col in ("task", "pruned right: head to head", "one measurement (now)", "one measurement (the bench's)",
+                "sel / MA, the runs' confirmations", "bests in turn: MA / topk / sel", "sel / MA, in turn"):
         table.add_column(col)
+    wins = 0
     with MeasurementWorker(args.backend) as worker:
         for name, row in results.items():
-            checks = audit(store, row["selective"]["run"], worker, name, args.audit, args.seed, args.sizes)
-            row["rechecks"] = checks
+            if not args.bests_only:
+                row["rechecks"] = audit(store, row["selective"]["run"], worker, name, args.audit, args.seed, args.sizes)
+            row["in_turn"] = arm_bests_in_turn(out, row, worker, ROUTERS, args.sizes)
             (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
-            (hr, hn), (sr, sn), (br, bn) = checks["pruned"], checks["pruned_single"], row["checks"]["pruned"]
-            table.add_row(name, f"{hr}/{hn}", f"{sr}/{sn}", f"{br}/{bn}")
+            (hr, hn), (sr, sn) = row.get("rechecks", {}).get("pruned", (0, 0)), \
+                row.get("rechecks", {}).get("pruned_single", (0, 0))
+            br, bn = row["checks"]["pruned"]
+            ratio = row["in_turn"]["selective"] / max(row["in_turn"]["measure-all"], 1e-9)
+            wins += ratio >= 1 - args.tolerance
+            table.add_row(name, f"{hr}/{hn}", f"{sr}/{sn}", f"{br}/{bn}",
+                          f"{row['selective']['best'] / row['measure-all']['best']:.2f}",
+                          " / ".join(f"{row['in_turn'][arm]:.2f}x" for arm in ROUTERS), f"{ratio:.2f}")
     console.print(table)
+    console.print(f"with the arms' best kernels measured in turn: selective wins or ties measure-all (within "
+                  f"{args.tolerance:.0%}) on {wins} of {len(results)} tasks")
 
 
 def main() -> None:
@@ -175,7 +239,9 @@ def main() -> None:
     parser.add_argument("--ablation", action="store_true",
                         help=f"also run {FROZEN_ARM}: selective whose forecaster does not learn from the run")
     parser.add_argument("--recheck", action="store_true",
-                        help="no runs: check again, head to head, the trusted decisions of the runs in --out")
+                        help="no runs: check again, head to head, the trusted decisions of the runs in --out, and "
+                             "measure the arms' best kernels in turn")
+    parser.add_argument("--bests-only", action="store_true", help="--recheck: only the arms' best kernels")
     args = parser.parse_args()
     console = Console(width=170)
     if args.recheck:
@@ -228,6 +294,7 @@ def main() -> None:
                 row[arm] = {"best": r.best_speedup or 1.0, "spent": r.spent, "considered": r.considered,
                             "to_target": first_reaching(per[arm]["curve"], target, args.tolerance),
                             "to_own_best": r.measurements_to_best, "counts": r.counts, "run": r.run_id}
+            row["in_turn"] = arm_bests_in_turn(out, row, worker, arms, args.sizes)
             rows.append(row)
             results[name] = row
             (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
@@ -237,18 +304,20 @@ def main() -> None:
     trained += ", frozen" if args.frozen_forecaster else ", learning from each run's measurements"
     table = Table(title=f"routers at budget {args.budget} (seed {args.seed}, risk {args.risk}, "
                         f"k {args.k}; forecaster trained {trained})")
-    for col in ("task", "measure-all best", "topk best", "selective best", "sel / MA",
+    for col in ("task", "measure-all best", "topk best", "selective best", "sel / MA", "sel / MA, bests in turn",
                 "meas. to MA best (MA / topk / sel)", "informative / considered (sel)", "trusted share (sel)",
                 "accepted / pruned (sel)", "audited false prunes (95% CI)",
                 "trusted right, head to head: pruned / accepted",
                 "% of triad BW", *(("selective frozen best",) if args.ablation else ())):
         table.add_column(col)
-    wins, fractions, per_meas = 0, [], []
+    wins, wins_in_turn, fractions, per_meas = 0, 0, [], []
     trusted_total = decisions_total = 0
     for row in rows:
         ma, tk, se = row["measure-all"], row["topk"], row["selective"]
         ratio = se["best"] / ma["best"]
         wins += ratio >= 1 - args.tolerance
+        in_turn_ratio = row["in_turn"]["selective"] / max(row["in_turn"]["measure-all"], 1e-9)
+        wins_in_turn += in_turn_ratio >= 1 - args.tolerance
         if se["to_target"]:
             fractions.append(se["to_target"] / args.budget)
         per_meas.append(se["considered"] / max(1, se["spent"]))
@@ -260,6 +329,7 @@ def main() -> None:
         decisions_total += tr["decisions"]
         fp = tr["false_prunes"]
         table.add_row(row["task"], f"{ma['best']:.2f}x", f"{tk['best']:.2f}x", f"{se['best']:.2f}x", f"{ratio:.2f}",
+                      f"{in_turn_ratio:.2f} ({row['in_turn']['selective']:.2f}x / {row['in_turn']['measure-all']:.2f}x)",
                       " / ".join(str(x["to_target"] or "-") for x in (ma, tk, se)),
                       f"{tr['considered']} / {tr['considered_all']}",
                       f"{trusted / max(1, tr['decisions']):.0%}",
@@ -274,6 +344,8 @@ def main() -> None:
     console.print(f"selective wins or ties measure-all (within {args.tolerance:.0%}) on {wins} of {len(rows)} tasks; "
                   f"median fraction of the budget to reach measure-all's best: "
                   f"{statistics.median(fractions):.0%}" if fractions else "n/a")
+    console.print(f"with the arms' best kernels measured in turn ({FINAL_ROUNDS} rounds, medians): selective wins or "
+                  f"ties measure-all on {wins_in_turn} of {len(rows)} tasks")
     own = [row["selective"]["to_own_best"] for row in rows]
     console.print(f"selective found its own final best after a median {statistics.median(own):g} of "
                   f"{args.budget} measurements")
