@@ -20,7 +20,7 @@ from kernelcast.graphs import puct
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.errors import SearchFailed
-from kernelcast.graphs.routing import RoutingInput
+from kernelcast.graphs.routing import RoutingInput, measure_order
 from kernelcast.graphs.state import DECISION_OUTCOME, ForecastSummary, NodeRecord, SearchState, TreeEdit, outcome_counts
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import Measurement, MeasureConfig
@@ -366,6 +366,11 @@ class SearchNodes:
         best, to_best = state.get("best"), state.get("measurements_to_best", 0)
         accepted = sorted((k for k, n in nodes.items() if n["outcome"] == "accepted"),
                           key=lambda k: -expected_log_speedup(nodes[k]))
+        # a verify re-run after a kill starts from the state before it: what it bought then is applied first
+        for key in [*self._apply_stored(nodes, accepted, "verify"),
+                    *self._apply_stored(nodes, self.leftovers(nodes), "search")]:
+            best, to_best = self._track_best(nodes, key, best, to_best)
+        accepted = [k for k in accepted if nodes[k]["outcome"] == "accepted"]
         confirm_top = confirmations(self.ctx.config)
         confirm_reserve = min(confirm_top, len(top_measured(nodes, confirm_top)))
         for key, result in self._measure_within(nodes, accepted, "verify", confirm_reserve):
@@ -379,10 +384,11 @@ class SearchNodes:
             while self.spent() < self.ctx.config.budget - confirm_reserve and \
                     (pick := self.next_leftover(nodes, best)) is not None:
                 measured = list(self._measure_within(nodes, [pick], "search", confirm_reserve))
-                if not measured:
+                if not measured:  # a replay without it, or a ledger that disagrees: the rest stay untried
+                    self.ctx.emit(ev.Skip(reason="picked after the generator ran dry, but not measured"),
+                                  candidate_hash=pick)
                     break
-                nodes[pick]["outcome"] = "measured" if measured[0][1].ok else "failed"
-                nodes[pick]["reason"] = "measured after the generator ran dry"
+                self._mark_leftover(nodes, pick, measured[0][1])
                 best, to_best = self._track_best(nodes, pick, best, to_best)
         for key in top_measured(nodes, confirm_top):
             first = nodes[key]["speedup"]
@@ -408,6 +414,24 @@ class SearchNodes:
                 return
             yield key, result
 
+    def _apply_stored(self, nodes: TreeEdit, keys: list[str], phase: str) -> list[str]:
+        """Apply the run's stored measurements of ``keys`` (bought before a restart) to their nodes, at no cost
+        (once the budget is spent the measuring loops would never reach them); the keys applied."""
+        stored = [k for k in keys if any(m.phase != "confirm"
+                                         for m in self.ctx.store.measurements(run_id=self.ctx.run_id, candidate_hash=k))]
+        for key, result in self._measure_many(nodes, stored, phase).items():
+            assert result is not None, "a stored measurement was not reused"
+            if phase == "verify":
+                nodes[key]["outcome"] = "verified" if result.ok else "failed"
+            else:
+                self._mark_leftover(nodes, key, result)
+        return stored
+
+    @staticmethod
+    def _mark_leftover(nodes: TreeEdit, key: str, result: Measurement) -> None:
+        nodes[key]["outcome"] = "measured" if result.ok else "failed"
+        nodes[key]["reason"] = "measured after the generator ran dry"
+
     def next_leftover(self, nodes: Mapping[str, NodeRecord], best: str | None) -> str | None:
         """The untried candidate with the highest expected gain over the incumbent, by the forecast after every
         measurement so far (None: none left). Ranked again before each measurement: the stale forecasts of the
@@ -422,7 +446,7 @@ class SearchNodes:
         incumbent, _ = incumbent_of(nodes, best)
         items = [routing_input(key, node_forecast(fc), incumbent, fc.provenance)
                  for key, fc in zip(keys, self._forecasts(keys))]
-        pick = max(items, key=lambda item: (item.gain, item.p_beat or 0.0))  # ties keep the stale order
+        pick = min(items, key=measure_order)  # the order in which a round's router sends children to measure
         self.ctx.emit(ev.Leftover(untried=len(keys), spent=self.spent(), gain=pick.gain, p_beat=pick.p_beat,
                                   incumbent=incumbent), candidate_hash=pick.hash)
         return pick.hash

@@ -66,6 +66,12 @@ class RoutingInput:
         return expected_gain(self.probabilities, self.incumbent)
 
 
+def measure_order(item: RoutingInput) -> tuple[float, float, str]:
+    """Sort key of candidates bound for the hardware: highest expected gain over the incumbent first (then the
+    expected log speedup, then the hash, so the order is total)."""
+    return -item.gain, -item.expected_log_speedup, item.hash
+
+
 @dataclass(frozen=True)
 class Routed:
     decision: Decision
@@ -176,7 +182,7 @@ class SelectiveRouter:
                                              trusted_as="accept")))
             else:
                 deferred.append(item)
-        deferred.sort(key=lambda it: (-it.gain, -it.expected_log_speedup, it.hash))
+        deferred.sort(key=measure_order)
         limit = min(self.measure_per_round, can_measure)
         measured = 0
         for item in deferred:

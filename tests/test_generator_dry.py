@@ -6,6 +6,7 @@ dry after the opening whatever the device measures."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,11 @@ import pytest
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunEnv
-from kernelcast.graphs.run import start_run
+from kernelcast.graphs.nodes import node_forecast, routing_input
+from kernelcast.graphs.routing import measure_order
+from kernelcast.graphs.run import build_context, open_measurer, start_run
 from kernelcast.tools.store import Store
+from test_graph import check_invariants, kc, kill_after_spends  # noqa: E402 (tests/ is on sys.path, see conftest)
 
 
 TASK = """
@@ -95,16 +99,17 @@ def test_each_leftover_is_picked_by_a_forecast_that_learned_every_measurement_be
     searched = [m.candidate_hash for m in store.measurements(run_id=result.run_id) if m.phase == "search"]
     assert len(picks) >= 3, "the generator did not run dry with budget left"
     assert sorted(searched) == sorted(proposed)  # every point measured once: the budget covered the space
-    spent, learned, untried = 0, 0, None
+    spent, correct, learned, untried = 0, 0, 0, None
     for i, item in enumerate(events):
         event = item.event
         if isinstance(event, ev.Spend):
             spent += 1
+            correct += event.status == "correct"
         elif isinstance(event, ev.Learn) and event.error is None:
             learned = event.pairs
         elif isinstance(event, ev.Leftover):
-            # forecast after every measurement bought so far, once the forecaster had learned all of them
-            assert event.spent == spent == learned
+            # forecast after every measurement bought so far, once the forecaster had learned all the correct ones
+            assert event.spent == spent and learned == correct
             # the pick is a proposed candidate never measured before, and it is what the run measures next
             assert item.candidate in proposed and item.candidate not in searched[:spent]
             following = next(e for e in events[i + 1:] if isinstance(e.event, ev.Spend))
@@ -113,3 +118,58 @@ def test_each_leftover_is_picked_by_a_forecast_that_learned_every_measurement_be
             untried = event.untried
             assert event.p_beat is not None and 0.0 <= event.p_beat <= 1.0
     assert untried == 1  # picked down to the last untried point
+
+    # each pick is the best by expected gain under the forecast of its moment: the run's own forecaster, built
+    # again and taught the measurements bought before the pick, ranks the untried points the same way
+    run = store.run(result.run_id)
+    assert run is not None
+    stored = RunConfig.of_run(run)
+    bought = [m for m in store.measurements(run_id=result.run_id) if m.phase == "search"]
+    with open_measurer(stored, "opencl", store) as measurer:
+        ctx = build_context(result.run_id, stored, store, RunEnv(tmp_path), measurer)
+        task = ctx.task.at_sizes(stored.sizes)
+        for i in picks:
+            pick, event = events[i].candidate, events[i].event
+            assert isinstance(event, ev.Leftover)
+            before = bought[:event.spent]
+            ctx.forecaster.learn([(store.candidate(m.candidate_hash), m) for m in before],  # type: ignore[attr-defined]
+                                 {ctx.hardware.key: ctx.hardware})
+            untried_now = sorted(proposed - {m.candidate_hash for m in before})
+            assert len(untried_now) == event.untried
+            forecasts = ctx.forecaster.forecast_many(task, [store.candidate(k) for k in untried_now], ctx.hardware)
+            items = [routing_input(k, node_forecast(fc), event.incumbent, fc.provenance)
+                     for k, fc in zip(untried_now, forecasts)]
+            assert min(items, key=measure_order).hash == pick
+
+
+def test_a_run_killed_among_its_leftovers_resumes_without_losing_what_they_measured(tmp_path: Path,
+                                                                                   tiny_template: Path) -> None:
+    """The verify step re-runs from the state before it: the leftovers it had bought count (toward the best, the
+    confirmations, the tree) and are not bought again. Budget 7 (1 confirmation): 6 of the 8 points measured,
+    at least 3 of them leftovers; the kill comes after the 5th measurement."""
+    home = tmp_path / "home"
+    budget = 7
+    proc = kc(home, "optimize", str(tiny_template), "--budget", str(budget), "--sizes", "small", "--router",
+              "selective", "--forecaster", "learned", "--k", "2", "--events", "jsonl")
+    run_id, spends = kill_after_spends(proc, 5)
+    assert run_id is not None and spends == 5
+    store = Store(home / "kernelcast.db")
+    before = {m.candidate_hash: m.created_at for m in store.measurements(run_id=run_id)}
+    assert 5 <= len(before) < budget
+    assert store.events(run_id, kind="leftover"), "killed before any leftover: the test lost its premise"
+
+    resumed = kc(home, "resume", run_id, "--events", "jsonl")
+    out, _ = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, out
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["event"] == "result" and result["spent"] == budget
+    after = store.measurements(run_id=run_id)
+    for key, created in before.items():  # nothing bought before the kill was lost or bought again
+        assert [m.created_at for m in after if m.candidate_hash == key and m.phase != "confirm"] == [created]
+    summary = check_invariants(store, run_id, budget)
+    searched = [m for m in after if m.phase == "search" and m.ok]
+    assert len({m.candidate_hash for m in searched}) == budget - 1
+    # the best is the best of everything measured, those bought before the kill included
+    assert summary["first_speedup"] == pytest.approx(max(m.speedup or 0.0 for m in searched))
+    tree = json.loads((Path(store.run(run_id).folder) / "tree.json").read_text())  # type: ignore[union-attr]
+    assert all(tree[m.candidate_hash]["outcome"] == "measured" for m in searched)
