@@ -25,6 +25,7 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -130,58 +131,87 @@ def head_to_head(store: Store, worker: MeasurementWorker, task_name: str, child:
     return first, None if first is None else median_of(child_s), median_of(incumbent_s)
 
 
-def arm_bests_in_turn(out: Path, row: dict, worker: MeasurementWorker, arms: tuple[str, ...], sizes: str,
-                      rounds: int = FINAL_ROUNDS) -> dict[str, float]:
-    """Each arm's best kernel measured in turn with the others' (:func:`in_turn`), ``rounds`` rounds: the median
-    speedup per arm. The runs' confirmed bests were measured minutes apart, so on a drifting CPU their ratio mixes
-    which router found the faster kernel with when it was measured; this ratio does not. Arms that found the same
-    kernel share its measurements."""
-    name = row["task"]
-    bests: dict[str, str | None] = {}
-    stores: dict[str | None, Store] = {}
-    for arm in arms:
-        store = arm_store(out, name, arm)
-        run = store.run(row[arm]["run"])
-        bests[arm] = run.best_candidate if run is not None and run.best_candidate else None
-        stores.setdefault(bests[arm], store)
-    kernels = list(stores)
+def bests_in_turn(out: Path, task_name: str, bests: dict[str, tuple[Store, str | None]],
+                  worker: MeasurementWorker, sizes: str, rounds: int = FINAL_ROUNDS) -> dict[str, float]:
+    """Each arm's best kernel (``bests``: arm -> the store of its run and the kernel, None for the reference)
+    measured in turn with the others' (:func:`in_turn`), ``rounds`` rounds: the median speedup per arm. The
+    runs' confirmed bests were measured minutes apart, so on a drifting CPU their ratio mixes which router found
+    the faster kernel with when it was measured; this ratio does not. Arms that found the same kernel share its
+    measurements."""
+    kernels = list(dict.fromkeys(kernel for _, kernel in bests.values()))
     shared = Store(out / "finals.db")  # the comparison's measurements, outside every run
-    for kernel, store in stores.items():
-        if kernel is not None and shared.candidate(kernel) is None:
-            shared.add_candidate(store.candidate(kernel))
-    medians = [median_of(s) for s in in_turn(shared, worker, name, kernels, sizes, rounds)]
-    by_kernel = dict(zip(kernels, medians))
-    return {arm: by_kernel[bests[arm]] for arm in arms}
+    try:
+        for store, kernel in bests.values():
+            if kernel is not None and shared.candidate(kernel) is None:
+                candidate = store.candidate(kernel)
+                assert candidate is not None, f"{kernel} is missing from its run's store"
+                shared.add_candidate(candidate)
+        medians = dict(zip(kernels, (median_of(s) for s in in_turn(shared, worker, task_name, kernels, sizes,
+                                                                    rounds))))
+    finally:
+        shared.close()
+    return {arm: medians[kernel] for arm, (_, kernel) in bests.items()}
+
+
+def stored_bests(out: Path, row: dict, arms: tuple[str, ...]) -> dict[str, tuple[Store, str | None]]:
+    """The best kernel of each arm's run in an earlier bench's folder, from the store the run lives in."""
+    bests = {}
+    for arm in arms:
+        store = arm_store(out, row["task"], arm)
+        run = store.run(row[arm]["run"])
+        if run is None:
+            raise SystemExit(f"{row['task']}: no run {row[arm]['run']} in {store.path}")
+        bests[arm] = (store, run.best_candidate or None)
+    return bests
+
+
+def sel_over_ma(in_turn_medians: dict[str, float]) -> float:
+    """Selective's best over measure-all's, both measured in turn (:func:`bests_in_turn`)."""
+    return in_turn_medians["selective"] / max(in_turn_medians["measure-all"], 1e-9)
 
 
 def arm_store(out: Path, name: str, arm: str) -> Store:
-    """The store an arm's run of a task lives in (selective's is shared across tasks unless it was fresh)."""
+    """The store an arm's run of a task lives in: selective's is shared across tasks unless the bench gave it a
+    fresh one per task (then the per-task folder holds it)."""
+    own = out / name / arm / "kernelcast.db"
     shared = out / "selective-shared" / "kernelcast.db"
-    return Store(shared) if arm == "selective" and shared.exists() else Store(out / name / arm / "kernelcast.db")
+    return Store(shared if arm == "selective" and not own.exists() else own)
 
 
 def audit(store: Store, run_id: str, worker: MeasurementWorker, task_name: str, sample: int, seed: int,
-          sizes: str) -> dict[str, tuple[int, int]]:
+          sizes: str) -> dict[str, Any]:
     """Measure a sample of trusted decisions outside the budget: (right, checked) for prunes and accepts, head
     to head with the incumbent's kernel (:func:`head_to_head`); "..._single": the verdicts of the child's first
-    measurement against the incumbent's number, as checks read until 2026-12-03. A prune was right if the child
-    did not beat the incumbent; an accept, if it did."""
+    measurement against the incumbent's number, as checks read until 2026-12-03; "..._margins": each check's
+    child median over the incumbent's, minus 1. A prune was right if the child did not beat the incumbent; an
+    accept, if it did."""
     rng = random.Random(seed)
     decisions = trusted_decisions(store, run_id)
-    out = {}
+    out: dict[str, Any] = {}
     for kind in ("prune", "accept"):
         rows = [d for d in decisions if d.kind == kind]
         rng.shuffle(rows)
         right = right_single = checked = 0
+        margins = []
         for decision in rows[:sample]:
             first, child, incumbent = head_to_head(store, worker, task_name, decision.candidate_hash,
                                                    incumbent_kernel(store, run_id, decision), sizes)
             checked += 1
             right_single += not decision.wrong(first)
             right += not decision_wrong(decision.kind, incumbent, child)
+            margins.append((child or 0.0) / max(incumbent, 1e-9) - 1)
         name = "pruned" if kind == "prune" else "accepted"
         out[name], out[f"{name}_single"] = (right, checked), (right_single, checked)
+        out[f"{name}_margins"] = margins
     return out
+
+
+def clearly_wrong(kind: str, margins: list[float], tolerance: float) -> int:
+    """Checked decisions wrong by more than the tolerance the bench allows a tie: a pruned child faster than the
+    incumbent by more than it, an accepted one slower by more. Beside the strict count, never instead of it: one
+    check is three rounds on a CPU where a kernel's speedup moves by tens of per cent, so a true tie comes out
+    "wrong" about half the time."""
+    return sum(m > tolerance if kind == "pruned" else m < -tolerance for m in margins)
 
 
 def recheck(out: Path, args: argparse.Namespace, console: Console) -> None:
@@ -189,25 +219,29 @@ def recheck(out: Path, args: argparse.Namespace, console: Console) -> None:
     head, and its arms' best kernels measured in turn (:func:`arm_bests_in_turn`); the verdicts go to
     results.json as "rechecks" and "in_turn". ``--bests-only``: the best kernels alone."""
     results = json.loads((out / "results.json").read_text())
-    store = Store(out / "selective-shared" / "kernelcast.db")
     table = Table(title=f"{out} checked again: trusted decisions head to head ({CHECK_ROUNDS} rounds), the arms' "
                         f"best kernels in turn ({FINAL_ROUNDS} rounds)")
-    for col in ("task", "pruned right: head to head", "one measurement (now)", "one measurement (the bench's)",
+    for col in ("task", "pruned right: head to head", "pruned wrong by more than the tolerance",
+                "one measurement (now)", "one measurement (the bench's)",
                 "sel / MA, the runs' confirmations", "bests in turn: MA / topk / sel", "sel / MA, in turn"):
         table.add_column(col)
     wins = 0
     with MeasurementWorker(args.backend) as worker:
         for name, row in results.items():
+            rechecked = "-", "-", "-"
             if not args.bests_only:
-                row["rechecks"] = audit(store, row["selective"]["run"], worker, name, args.audit, args.seed, args.sizes)
-            row["in_turn"] = arm_bests_in_turn(out, row, worker, ROUTERS, args.sizes)
+                checks = audit(arm_store(out, name, "selective"), row["selective"]["run"], worker, name, args.audit,
+                               args.seed, args.sizes)
+                row["rechecks"] = checks
+                (hr, hn), (sr, sn) = checks["pruned"], checks["pruned_single"]
+                rechecked = f"{hr}/{hn}", str(clearly_wrong("pruned", checks["pruned_margins"], args.tolerance)), \
+                    f"{sr}/{sn}"
+            row["in_turn"] = bests_in_turn(out, name, stored_bests(out, row, ROUTERS), worker, args.sizes)
             (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
-            (hr, hn), (sr, sn) = row.get("rechecks", {}).get("pruned", (0, 0)), \
-                row.get("rechecks", {}).get("pruned_single", (0, 0))
             br, bn = row["checks"]["pruned"]
-            ratio = row["in_turn"]["selective"] / max(row["in_turn"]["measure-all"], 1e-9)
+            ratio = sel_over_ma(row["in_turn"])
             wins += ratio >= 1 - args.tolerance
-            table.add_row(name, f"{hr}/{hn}", f"{sr}/{sn}", f"{br}/{bn}",
+            table.add_row(name, *rechecked, f"{br}/{bn}",
                           f"{row['selective']['best'] / row['measure-all']['best']:.2f}",
                           " / ".join(f"{row['in_turn'][arm]:.2f}x" for arm in ROUTERS), f"{ratio:.2f}")
     console.print(table)
@@ -294,7 +328,8 @@ def main() -> None:
                 row[arm] = {"best": r.best_speedup or 1.0, "spent": r.spent, "considered": r.considered,
                             "to_target": first_reaching(per[arm]["curve"], target, args.tolerance),
                             "to_own_best": r.measurements_to_best, "counts": r.counts, "run": r.run_id}
-            row["in_turn"] = arm_bests_in_turn(out, row, worker, arms, args.sizes)
+            row["in_turn"] = bests_in_turn(out, name, {arm: (per[arm]["store"], per[arm]["result"].best_hash)
+                                                       for arm in arms}, worker, args.sizes)
             rows.append(row)
             results[name] = row
             (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
@@ -316,7 +351,7 @@ def main() -> None:
         ma, tk, se = row["measure-all"], row["topk"], row["selective"]
         ratio = se["best"] / ma["best"]
         wins += ratio >= 1 - args.tolerance
-        in_turn_ratio = row["in_turn"]["selective"] / max(row["in_turn"]["measure-all"], 1e-9)
+        in_turn_ratio = sel_over_ma(row["in_turn"])
         wins_in_turn += in_turn_ratio >= 1 - args.tolerance
         if se["to_target"]:
             fractions.append(se["to_target"] / args.budget)
@@ -336,7 +371,10 @@ def main() -> None:
                       f"{se['counts'].get('accepted', 0) + se['counts'].get('verified', 0)} / {se['counts'].get('pruned', 0)}",
                       (f"{fp['wrong']}/{fp['audited']} ({fp['interval'][0]:.0%}-{fp['interval'][1]:.0%}), "
                        f"bound {args.risk:.0%}") if fp["audited"] else "-",
-                      f"{pr[0]}/{pr[1]} / {ac[0]}/{ac[1]} (one measurement: {prs[0]}/{prs[1]} / {acs[0]}/{acs[1]})",
+                      f"{pr[0]}/{pr[1]} / {ac[0]}/{ac[1]} (one measurement: {prs[0]}/{prs[1]} / {acs[0]}/{acs[1]}; "
+                      f"wrong by > {args.tolerance:.0%}: "
+                      f"{clearly_wrong('pruned', row['checks']['pruned_margins'], args.tolerance)} / "
+                      f"{clearly_wrong('accepted', row['checks']['accepted_margins'], args.tolerance)})",
                       f"{100 * row['best_gbs'] / triad:.0f}%" if row["best_gbs"] and triad else "-",
                       *((f"{row[FROZEN_ARM]['best']:.2f}x (MA best at {row[FROZEN_ARM]['to_target'] or '-'})",)
                         if args.ablation else ()))
