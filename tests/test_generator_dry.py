@@ -18,7 +18,7 @@ from kernelcast.graphs.nodes import node_forecast, routing_input
 from kernelcast.graphs.routing import measure_order
 from kernelcast.graphs.run import build_context, open_measurer, start_run
 from kernelcast.tools.store import Store
-from test_graph import check_invariants, kc, kill_after_spends  # noqa: E402 (tests/ is on sys.path, see conftest)
+from test_graph import check_invariants, kc, kill_after_spends, resume_to_the_end  # noqa: E402 (tests/ is on sys.path, see conftest)
 
 
 TASK = """
@@ -158,14 +158,7 @@ def test_a_run_killed_among_its_leftovers_resumes_without_losing_what_they_measu
     assert 5 <= len(before) < budget
     assert store.events(run_id, kind="leftover"), "killed before any leftover: the test lost its premise"
 
-    resumed = kc(home, "resume", run_id, "--events", "jsonl")
-    out, _ = resumed.communicate(timeout=300)
-    assert resumed.returncode == 0, out
-    result = json.loads(out.strip().splitlines()[-1])
-    assert result["event"] == "result" and result["spent"] == budget
-    after = store.measurements(run_id=run_id)
-    for key, created in before.items():  # nothing bought before the kill was lost or bought again
-        assert [m.created_at for m in after if m.candidate_hash == key and m.phase != "confirm"] == [created]
+    after = resume_to_the_end(home, store, run_id, budget, before)
     summary = check_invariants(store, run_id, budget)
     searched = [m for m in after if m.phase == "search" and m.ok]
     assert len({m.candidate_hash for m in searched}) == budget - 1

@@ -17,6 +17,7 @@ from kernelcast.graphs.context import RunEnv
 from kernelcast.graphs.events import parse
 from kernelcast.graphs.run import RunError, resume_run, start_run
 from kernelcast.graphs.state import CONSIDERED_CLASSES
+from kernelcast.tools.measurement import Measurement
 from kernelcast.tools.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,6 +123,20 @@ def kill_after_spends(proc: subprocess.Popen[str], spends_wanted: int) -> tuple[
     return run_id, spends
 
 
+def resume_to_the_end(home: Path, store: Store, run_id: str, budget: int, before: dict[str, str]) -> list[Measurement]:
+    """Resume a killed run through the CLI until it finishes with its budget spent; nothing measured before the
+    kill (``before``: candidate -> when) was lost or bought again. The run's measurements afterwards."""
+    resumed = kc(home, "resume", run_id, "--events", "jsonl")
+    out, _ = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, out
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["event"] == "result" and result["spent"] == budget
+    after = store.measurements(run_id=run_id)
+    for key, created in before.items():
+        assert [m.created_at for m in after if m.candidate_hash == key and m.phase != "confirm"] == [created]
+    return after
+
+
 def test_kill_9_then_resume_continues_without_rebuying(tmp_path: Path) -> None:
     home = tmp_path / "home"
     budget = 8
@@ -136,15 +151,8 @@ def test_kill_9_then_resume_continues_without_rebuying(tmp_path: Path) -> None:
     killed = store.run(run_id)
     assert killed is not None and killed.status == "interrupted" and killed.spent == len(before)  # a dead owner, what it bought
 
-    resumed = kc(home, "resume", run_id, "--events", "jsonl")
-    out, _ = resumed.communicate(timeout=300)
-    assert resumed.returncode == 0, out
-    result = json.loads(out.strip().splitlines()[-1])
-    assert result["event"] == "result" and result["spent"] == budget
-    after = store.measurements(run_id=run_id)
+    after = resume_to_the_end(home, store, run_id, budget, before)
     assert len(after) == budget
-    for key, created in before.items():  # nothing measured before the kill was lost or re-bought
-        assert [m.created_at for m in after if m.candidate_hash == key and m.phase != "confirm"] == [created]
     check_invariants(store, run_id, budget)
 
 
