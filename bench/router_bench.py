@@ -216,7 +216,7 @@ def clearly_wrong(kind: str, margins: list[float], tolerance: float) -> int:
 
 def recheck(out: Path, args: argparse.Namespace, console: Console) -> None:
     """The checks of an earlier bench's selective runs again (the same sample: same seed, same order), head to
-    head, and its arms' best kernels measured in turn (:func:`arm_bests_in_turn`); the verdicts go to
+    head, and its arms' best kernels measured in turn (:func:`bests_in_turn`); the verdicts go to
     results.json as "rechecks" and "in_turn". ``--bests-only``: the best kernels alone."""
     results = json.loads((out / "results.json").read_text())
     table = Table(title=f"{out} checked again: trusted decisions head to head ({CHECK_ROUNDS} rounds), the arms' "

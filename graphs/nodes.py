@@ -417,8 +417,8 @@ class SearchNodes:
     def _apply_stored(self, nodes: TreeEdit, keys: list[str], phase: str) -> list[str]:
         """Apply the run's stored measurements of ``keys`` (bought before a restart) to their nodes, at no cost
         (once the budget is spent the measuring loops would never reach them); the keys applied."""
-        stored = [k for k in keys if any(m.phase != "confirm"
-                                         for m in self.ctx.store.measurements(run_id=self.ctx.run_id, candidate_hash=k))]
+        bought = {m.candidate_hash for m in self.ctx.store.measurements(run_id=self.ctx.run_id) if m.phase != "confirm"}
+        stored = [k for k in keys if k in bought]
         for key, result in self._measure_many(nodes, stored, phase).items():
             assert result is not None, "a stored measurement was not reused"
             if phase == "verify":
