@@ -145,6 +145,7 @@ class Confirm(RunEvent):
     confirmed: float | None = None
     interval: list[float] | None = None
     status: str
+    before_trust: bool = False  # the incumbent confirmed during the search, before a forecast was trusted against it
 
 
 class NoiseFloor(RunEvent):

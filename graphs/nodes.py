@@ -15,6 +15,7 @@ from typing import Any
 
 from kernelcast.agents.forecast import Forecast, LearnsFromMeasurements, Provenance, record_forecast
 from kernelcast.agents.generator import GenerationContext, ProposalReport, Proposals
+from kernelcast.agents.risk_control import TrustThresholds
 from kernelcast.graphs import events as ev
 from kernelcast.graphs import puct
 from kernelcast.graphs.config import RunConfig
@@ -54,10 +55,24 @@ def node_forecast(fc: Forecast) -> ForecastSummary:
             "expected_log_speedup": fc.expected_log_speedup, "failed": fc.failed}
 
 
+def standing(node: NodeRecord) -> float | None:
+    """A measured node's speedup as the run stands on it: its confirmation once it has one, else its first
+    measurement. The first measurement of the node that leads is the luckiest of several noisy numbers (a
+    reduce_rows incumbent read 6.27x once and 2.79x confirmed, and a router bench run pruned 92 children
+    against the 6.27x)."""
+    return node["confirmed"] if node["confirmed"] is not None else node["speedup"]
+
+
 def incumbent_of(nodes: Mapping[str, NodeRecord], best: str | None) -> tuple[float, str | None]:
-    """The speedup to beat and its kernel: the best measured node's, or the reference's (1.0, None)."""
-    incumbent = max(1.0, (nodes[best]["speedup"] or 1.0) if best else 1.0)
+    """The speedup to beat and its kernel: the best measured node's standing, or the reference's (1.0, None)."""
+    incumbent = max(1.0, (standing(nodes[best]) or 1.0) if best else 1.0)
     return incumbent, best if best and incumbent > 1.0 else None
+
+
+def best_measured(nodes: Mapping[str, NodeRecord]) -> str | None:
+    """The correct measured node that stands highest (None: none yet)."""
+    measured = [key for key, n in nodes.items() if n["outcome"] in ("measured", "verified") and standing(n)]
+    return max(measured, key=lambda key: standing(nodes[key]) or 0.0, default=None)
 
 
 def routing_input(key: str, fc: ForecastSummary, incumbent: float, belief: Provenance | None) -> RoutingInput:
@@ -80,9 +95,28 @@ def confirmations(config: RunConfig) -> int:
 
 
 def top_measured(nodes: Mapping[str, NodeRecord], k: int) -> list[str]:
-    """The ``k`` correct measured nodes with the highest first speedups (the candidates to confirm)."""
-    measured = [key for key, n in nodes.items() if n["outcome"] in ("measured", "verified") and n["speedup"]]
-    return sorted(measured, key=lambda key: -(nodes[key]["speedup"] or 0.0))[:k]
+    """The ``k`` correct measured nodes that stand highest (the candidates to confirm; one confirmed during the
+    search stands on its confirmation)."""
+    measured = [key for key, n in nodes.items() if n["outcome"] in ("measured", "verified") and standing(n)]
+    return sorted(measured, key=lambda key: -(standing(nodes[key]) or 0.0))[:k]
+
+
+def confirmations_left(nodes: Mapping[str, NodeRecord], config: RunConfig) -> int:
+    """Confirmations the run still owes its best: one per node among the top to confirm that has none yet."""
+    return sum(1 for key in top_measured(nodes, confirmations(config)) if nodes[key]["confirmed"] is None)
+
+
+def confirm_reserve(nodes: Mapping[str, NodeRecord], config: RunConfig) -> int:
+    """The budget kept for the final confirmations: those still owed, and at least one (a kernel measured later
+    can still take the lead from one confirmed during the search)."""
+    return min(confirmations(config), max(1, confirmations_left(nodes, config)))
+
+
+def still_to_confirm(nodes: Mapping[str, NodeRecord], config: RunConfig) -> list[str]:
+    """The final confirmations, best standing first: the top nodes not confirmed yet (past the top when those
+    were confirmed during the search, so the reserve goes to the next contenders, not idle)."""
+    unconfirmed = [key for key in top_measured(nodes, len(nodes)) if nodes[key]["confirmed"] is None]
+    return unconfirmed[:confirmations(config)]
 
 
 class SearchNodes:
@@ -101,12 +135,14 @@ class SearchNodes:
         return self.ctx.store.measurement_totals(self.ctx.run_id)[1]
 
     def loop_allowance(self, state: SearchState) -> int:
+        """Measurements the search loop may still spend (:meth:`allowance`)."""
+        return self.allowance(state["nodes"])
+
+    def allowance(self, nodes: Mapping[str, NodeRecord]) -> int:
         """Measurements the search loop may still spend, keeping the verification reserve: accepted nodes to
-        verify, plus the confirmation of the best measured ones."""
-        nodes = state["nodes"]
+        verify, plus the confirmation of the best measured ones not confirmed yet (one, before any)."""
         accepted = sum(1 for n in nodes.values() if n["outcome"] == "accepted")
-        measured_ok = sum(1 for n in nodes.values() if n["outcome"] in ("measured", "verified") and n["speedup"])
-        reserve = min(self.ctx.config.reserve, accepted) + min(confirmations(self.ctx.config), max(1, measured_ok))
+        reserve = min(self.ctx.config.reserve, accepted) + confirm_reserve(nodes, self.ctx.config)
         left = self.ctx.config.budget - self.spent() - reserve
         limit = self.ctx.config.max_device_seconds
         if limit is not None and self.device_seconds() >= limit:
@@ -289,14 +325,19 @@ class SearchNodes:
 
     def route(self, state: SearchState) -> dict[str, Any]:
         """Route on P(child beats the incumbent), trusting forecasts only as far as calibration certifies
-        (``--risk``); a share of the budget audits trusted decisions. Every decision is logged with its p."""
-        from kernelcast.agents.blended_forecaster import WRITTEN, family
-        from kernelcast.agents.risk_control import TrustThresholds
-        from kernelcast.graphs.trust import RouteRecord, stage_of, trust_for
-
+        (``--risk``) and only against a confirmed incumbent; a share of the budget audits trusted decisions.
+        Every decision is logged with its p."""
         ctx = self.ctx
         nodes = TreeEdit(state["nodes"])
-        incumbent, incumbent_hash = incumbent_of(nodes, state.get("best"))
+        best, to_best = state.get("best"), state.get("measurements_to_best", 0)
+        trust, audits, stage = self.trust_now(state["children"])
+        if trust.trusts_anything and best is not None and nodes[best]["confirmed"] is None:
+            best, to_best, standing_firm = self.confirm_incumbent(nodes, best, to_best)
+            # a confirmation is a correct measurement of the run, so the stage (and its thresholds) may move
+            trust, audits, stage = self.trust_now(state["children"])
+            if not standing_firm:  # no budget to confirm it: nothing is trusted against a single measurement
+                trust, audits = TrustThresholds(risk=ctx.config.risk), 0
+        incumbent, incumbent_hash = incumbent_of(nodes, best)
         items, informative = [], {}
         children = set(state["children"])
         beliefs = {r.candidate_hash: Provenance.model_validate(r.provenance)  # ln S mean/sd, when known
@@ -306,17 +347,7 @@ class SearchNodes:
             assert fc is not None
             informative[key] = not fc["failed"]
             items.append(routing_input(key, fc, incumbent, beliefs.get(key)))
-        trust, audits, stage = TrustThresholds(risk=ctx.config.risk), 0, stage_of(ctx.store, ctx.run_id)
-        if ctx.config.router_spec.certifies_trust:
-            # opt-in (RunConfig.trust_seed_replay); the seed was replayed on written candidates only: a round with
-            # derived points needs the device's own rows
-            replayed = ctx.config.trust_seed_replay and all(
-                (cand := ctx.store.candidate(key)) is not None and family(cand) == WRITTEN for key in state["children"])
-            trust = trust_for(ctx.store, ctx.hardware.key, stage, ctx.config.risk, replayed=replayed)
-            spent_on_audits = sum(1 for e in ctx.store.events(ctx.run_id, kind="route")
-                                  if RouteRecord.model_validate(e.payload).audit)
-            audits = max(0, int(ctx.config.audit_share * ctx.config.budget) - spent_on_audits)
-        decisions = ctx.router.route(items, self.loop_allowance(state), trust=trust, audits=audits)
+        decisions = ctx.router.route(items, self.allowance(nodes), trust=trust, audits=audits)
         to_measure = []
         for key, routed in decisions.items():
             node = nodes[key]
@@ -330,7 +361,58 @@ class SearchNodes:
                               trusted_as=routed.trusted_as,
                               informative=informative[key], spare=routed.spare, stage=stage,
                               trust_source=trust.source if trust.trusts_anything else ""), candidate_hash=key)
-        return {"nodes": nodes.changes(), "to_measure": to_measure}
+        return {"nodes": nodes.changes(), "to_measure": to_measure, "best": best, "measurements_to_best": to_best}
+
+    def trust_now(self, children: list[str]) -> tuple[TrustThresholds, int, int]:
+        """(the thresholds a round of ``children`` may trust, the audits it may spend, the run's stage)."""
+        from kernelcast.agents.blended_forecaster import WRITTEN, family
+        from kernelcast.graphs.trust import RouteRecord, stage_of, trust_for
+
+        ctx = self.ctx
+        stage = stage_of(ctx.store, ctx.run_id)
+        if not ctx.config.router_spec.certifies_trust:
+            return TrustThresholds(risk=ctx.config.risk), 0, stage
+        # opt-in (RunConfig.trust_seed_replay); the seed was replayed on written candidates only: a round with
+        # derived points needs the device's own rows
+        replayed = ctx.config.trust_seed_replay and all(
+            (cand := ctx.store.candidate(key)) is not None and family(cand) == WRITTEN for key in children)
+        trust = trust_for(ctx.store, ctx.hardware.key, stage, ctx.config.risk, replayed=replayed)
+        spent_on_audits = sum(1 for e in ctx.store.events(ctx.run_id, kind="route")
+                              if RouteRecord.model_validate(e.payload).audit)
+        return trust, max(0, int(ctx.config.audit_share * ctx.config.budget) - spent_on_audits), stage
+
+    def confirm_incumbent(self, nodes: TreeEdit, best: str | None, to_best: int) -> tuple[str | None, int, bool]:
+        """Confirm the incumbent before a forecast is trusted against it: (best, measurements to it, whether
+        the best now stands on a confirmation or is the reference).
+
+        A trusted prune says "this child would not beat the incumbent"; judged against the luckiest first
+        measurement of the run it is a judgement against a number the kernel does not reach (the check beside
+        the incumbent's kernel then finds the pruned tie, or the pruned winner). A confirmation that falls can
+        hand the lead to another node, which is confirmed in turn while the loop's allowance lasts. Each is
+        one of the confirmations the run owes its best anyway when the node stays among the top: the final
+        confirmation reuses it.
+        """
+        while best is not None and nodes[best]["confirmed"] is None:
+            if self.allowance(nodes) < 1:
+                return best, to_best, False
+            first = nodes[best]["speedup"]
+            again = self._measure(nodes, best, "confirm")
+            if again is None:
+                return best, to_best, False
+            self.ctx.emit(ev.Confirm(first=first, confirmed=again.speedup if again.ok else None,
+                                     interval=list(again.speedup_ci) if again.speedup_ci else None,
+                                     status=again.status.value, before_trust=True), candidate_hash=best)
+            leader = best_measured(nodes)
+            if leader != best:
+                best, to_best = leader, self.spent_to(leader)
+        return best, to_best, True
+
+    def spent_to(self, key: str | None) -> int:
+        """The budget spent when ``key`` was first measured (0 for none)."""
+        if key is None:
+            return 0
+        ledger = [m.candidate_hash for m in self.ctx.store.measurements(run_id=self.ctx.run_id)]
+        return ledger.index(key) + 1 if key in ledger else 0
 
     def measure(self, state: SearchState) -> dict[str, Any]:
         nodes = TreeEdit(state["nodes"])
@@ -371,9 +453,8 @@ class SearchNodes:
                     *self._apply_stored(nodes, self.leftovers(nodes), "search")]:
             best, to_best = self._track_best(nodes, key, best, to_best)
         accepted = [k for k in accepted if nodes[k]["outcome"] == "accepted"]
-        confirm_top = confirmations(self.ctx.config)
-        confirm_reserve = min(confirm_top, len(top_measured(nodes, confirm_top)))
-        for key, result in self._measure_within(nodes, accepted, "verify", confirm_reserve):
+        reserve = confirm_reserve(nodes, self.ctx.config)
+        for key, result in self._measure_within(nodes, accepted, "verify", reserve):
             nodes[key]["outcome"] = "verified" if result.ok else "failed"
             forecast = nodes[key]["forecast"]
             predicted = forecast["predicted_bin"] if forecast is not None else None
@@ -381,16 +462,16 @@ class SearchNodes:
                                     forecast_right=predicted == result.bin()), candidate_hash=key)
             best, to_best = self._track_best(nodes, key, best, to_best)
         if generator_ran_dry(state):  # budget left and nothing new to propose: the best untried go next
-            while self.spent() < self.ctx.config.budget - confirm_reserve and \
+            while self.spent() < self.ctx.config.budget - reserve and \
                     (pick := self.next_leftover(nodes, best)) is not None:
-                measured = list(self._measure_within(nodes, [pick], "search", confirm_reserve))
+                measured = list(self._measure_within(nodes, [pick], "search", reserve))
                 if not measured:  # a replay without it, or a ledger that disagrees: the rest stay untried
                     self.ctx.emit(ev.Skip(reason="picked after the generator ran dry, but not measured"),
                                   candidate_hash=pick)
                     break
                 self._mark_leftover(nodes, pick, measured[0][1])
                 best, to_best = self._track_best(nodes, pick, best, to_best)
-        for key in top_measured(nodes, confirm_top):
+        for key in still_to_confirm(nodes, self.ctx.config):
             first = nodes[key]["speedup"]
             again = self._measure(nodes, key, "confirm")
             if again is None:
@@ -507,13 +588,13 @@ class SearchNodes:
 
     def _track_best(self, nodes: Mapping[str, NodeRecord], key: str, best: str | None, to_best: int) -> tuple[str | None, int]:
         speed = nodes[key]["speedup"]
-        if speed is not None and (best is None or speed > (nodes[best]["speedup"] or 0.0)):
+        if speed is not None and (best is None or speed > (standing(nodes[best]) or 0.0)):
             return key, self.spent()
         return best, to_best
 
     def progress(self, nodes: Mapping[str, NodeRecord], best: str | None) -> ev.Progress:
         return ev.Progress(spent=self.spent(), budget=self.ctx.config.budget, considered=len(nodes) - 1,
-                           counts=outcome_counts(nodes), best_speedup=nodes[best]["speedup"] if best else None)
+                           counts=outcome_counts(nodes), best_speedup=standing(nodes[best]) if best else None)
 
 
 def generator_ran_dry(state: SearchState) -> bool:

@@ -45,11 +45,16 @@ def _decisions(store: Store, run_id: str) -> Iterable[tuple[RouteRecord, float |
 
 
 def _is_correct_spend(event: EventRecord) -> bool:
-    return event.kind == "spend" and Spend.model_validate(event.payload).status == Status.correct.value
+    """A correct measurement of a new point for the in-task model: a confirmation re-measures a point it has."""
+    if event.kind != "spend":
+        return False
+    spend = Spend.model_validate(event.payload)
+    return spend.status == Status.correct.value and spend.phase != "confirm"
 
 
 def stage_of(store: Store, run_id: str) -> int:
-    """How far a run is: its correct measurements so far, which is what its in-task model has learned from
+    """How far a run is: its correct measurements so far (confirmations aside), which is what its in-task model
+    has learned from
     (the calibration of P(beat) depends on it: see :mod:`kernelcast.agents.replay_calibration`)."""
     return sum(1 for e in store.events(run_id, kind="spend") if _is_correct_spend(e))
 

@@ -15,11 +15,13 @@ from kernelcast.agents.risk_control import TrustThresholds
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunEnv
 from kernelcast.graphs.events import Spend
+from kernelcast.graphs.nodes import (best_measured, confirm_reserve, confirmations_left, incumbent_of, new_node, standing,
+                                     still_to_confirm, top_measured)
 from kernelcast.graphs.routing import RoutingInput, SelectiveRouter
 from kernelcast.graphs.run import start_run
 from kernelcast.graphs.trust import RouteRecord, TrustedDecision, trust_summary, trusted_decisions
 from kernelcast.tools.store import Store
-from kernelcast.tools.task import BUILTIN_DIR
+from kernelcast.tools.task import BUILTIN_DIR, resolve_task
 
 PRUNE_EVERYTHING = TrustThresholds(prune_below=0.3, accept_above=None, n_calibration=100)
 
@@ -70,9 +72,11 @@ def test_a_run_whose_router_prunes_everything_still_spends_its_budget(tmp_path: 
     before spare-budget measuring such a run stopped at its round limit with half its budget unspent. One
     measurement per round: eight rounds of 8 children after the opening, so a round whose every child is
     trusted does not hang on one trajectory's timings (with 2 per round, 4 rounds of 16, one fresh-clone run
-    on a loaded machine had none)."""
+    on a loaded machine had none). Budget 18: trusted rounds first confirm their incumbent, and each stage
+    bucket needs rows of its own before it trusts, so at budget 10 some runs had no round left that trusted
+    every child."""
     store = Store(tmp_path / "k.db")
-    config = RunConfig(task="softmax", budget=10, router="selective", sizes="small", risk=0.99, measure_per_round=1)
+    config = RunConfig(task="softmax", budget=18, router="selective", sizes="small", risk=0.99, measure_per_round=1)
     result = start_run(config, store, RunEnv(tmp_path, measure_timeout_s=60))
     assert result.spent == config.budget, result.stop_reason
     assert result.stop_reason.startswith("budget spent")
@@ -109,21 +113,66 @@ def test_a_run_whose_router_prunes_everything_still_spends_its_budget(tmp_path: 
     assert sorted(d.kind for d in unbacked) == sorted(r.decision for r in records if r.decision in ("prune", "accept"))
     assert {d.candidate_hash for d in unbacked}.isdisjoint(key for key, _ in spare)
     # each decision names the kernel it was judged against: the reference (1.0, no hash) or a candidate the run
-    # had measured before it, at exactly the incumbent's speedup (what a head-to-head check re-measures)
-    measured_before: dict[str, float] = {}
+    # had measured before it, at exactly the speedup it stood on (what a head-to-head check re-measures): its
+    # confirmation once it had one, else its first measurement; a trusted decision only ever against a
+    # confirmed incumbent (or the reference)
+    first: dict[str, float] = {}
+    confirmed: dict[str, float | None] = {}
     for event in store.events(result.run_id):
-        if event.kind == "spend" and (spend := Spend.model_validate(event.payload)).status == "correct":
-            measured_before.setdefault(event.candidate_hash or "", spend.speedup or 0.0)
+        if event.kind == "spend":
+            spend = Spend.model_validate(event.payload)
+            speed = spend.speedup if spend.status == "correct" else None
+            if spend.phase == "confirm":
+                confirmed[event.candidate_hash or ""] = speed
+            elif speed is not None:
+                first.setdefault(event.candidate_hash or "", speed)
         elif event.kind == "route":
             record = RouteRecord.model_validate(event.payload)
-            assert record.incumbent == max([1.0, *measured_before.values()])  # the best so far, or the reference
+            stands = {key: confirmed.get(key, speed) for key, speed in first.items()}
+            stands = {key: speed for key, speed in stands.items() if speed is not None}  # failed confirmations
+            assert record.incumbent == max([1.0, *stands.values()])  # the best so far, or the reference
             if record.incumbent_hash is None:
                 assert record.incumbent == 1.0
             else:
-                assert measured_before[record.incumbent_hash] == record.incumbent
+                assert stands[record.incumbent_hash] == record.incumbent
+                if record.trust_source:
+                    assert record.incumbent_hash in confirmed, "a forecast trusted against one measurement"
+    trusted_against_a_kernel = [RouteRecord.model_validate(e.payload) for e in store.events(result.run_id, kind="route")]
+    trusted_against_a_kernel = [r for r in trusted_against_a_kernel if r.trust_source and r.incumbent_hash]
+    confirms_before_trust = [e for e in store.events(result.run_id, kind="confirm") if e.payload["before_trust"]]
+    assert confirms_before_trust or not trusted_against_a_kernel
     judged = {e.candidate_hash: RouteRecord.model_validate(e.payload).incumbent_hash
               for e in store.events(result.run_id, kind="route")}
     assert all(d.incumbent_hash == judged[d.candidate_hash] for d in unbacked)
+
+
+def test_a_confirmation_that_falls_hands_the_lead_to_the_next_kernel() -> None:
+    """The run stands on a node's confirmation once it has one: a lucky first measurement that confirms low
+    neither stays the incumbent nor takes a slot among the kernels still to confirm."""
+    config = RunConfig(task="saxpy", budget=24, confirm_top=3)
+    nodes = {}
+    for name, first, again in (("lucky", 6.27, 2.79), ("steady", 3.4, None), ("third", 3.1, None),
+                               ("fourth", 2.9, None), ("failed", 0.0, None)):
+        node = new_node(resolve_task("saxpy").reference(), "root", 1, 1,
+                        outcome="measured" if first else "failed")
+        node["speedup"], node["confirmed"] = first or None, again
+        nodes[name] = node
+    assert standing(nodes["lucky"]) == 2.79 and standing(nodes["steady"]) == 3.4
+    assert best_measured(nodes) == "steady"
+    assert incumbent_of(nodes, best_measured(nodes)) == (3.4, "steady")
+    assert top_measured(nodes, 3) == ["steady", "third", "fourth"]
+    assert confirmations_left(nodes, config) == 3  # the fallen one is confirmed but no longer among the top
+    nodes["lucky"]["confirmed"] = 3.6  # confirmed high: it keeps the lead and needs no second confirmation
+    assert best_measured(nodes) == "lucky" and top_measured(nodes, 3) == ["lucky", "steady", "third"]
+    assert confirmations_left(nodes, config) == 2 and confirm_reserve(nodes, config) == 2
+    assert still_to_confirm(nodes, config) == ["steady", "third", "fourth"]
+    for name in ("steady", "third"):
+        nodes[name]["confirmed"] = nodes[name]["speedup"]
+    # the top is confirmed, but a kernel measured later could still take the lead: one confirmation is kept
+    assert confirmations_left(nodes, config) == 0 and confirm_reserve(nodes, config) == 1
+    assert still_to_confirm(nodes, config) == ["fourth"]
+    assert confirm_reserve(nodes, RunConfig(task="saxpy", budget=24, confirm_top=0)) == 0
+    assert best_measured({}) is None and incumbent_of({}, None) == (1.0, None)
 
 
 def test_a_trusted_decision_is_wrong_when_the_truth_contradicts_it() -> None:

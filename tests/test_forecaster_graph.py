@@ -86,7 +86,7 @@ def test_fresh_store_path_task_is_forecast_from_the_first_round_and_learns(tmp_p
     # certified rows on a fresh store, later rounds trust as far as the seed's replayed decisions certify (opted in)
     stage = 0
     for event in events:
-        stage += event.kind == "spend" and event.payload["status"] == "correct"
+        stage += event.kind == "spend" and event.payload["status"] == "correct" and event.payload["phase"] != "confirm"
         if event.kind == "route":
             assert RouteRecord.model_validate(event.payload).stage == stage
     assert all(r.trust_source == "" for r in records if r.stage == 0)

@@ -231,7 +231,7 @@ def show(run_id: str = typer.Argument(...), as_json: bool = typer.Option(False, 
         elif isinstance(event, ev.Spend):
             label, detail = f"spend:{event.phase}", f"{event.status} {f'{event.speedup:.3f}x' if event.speedup else ''}"
         elif isinstance(event, ev.Confirm):
-            label = "confirm"
+            label = "confirm:incumbent" if event.before_trust else "confirm"
             detail = f"first {event.first or 0:.3f}x, confirmed {event.confirmed or 0:.3f}x {event.interval or ''}"
         elif isinstance(event, (ev.Verify, ev.Skip, ev.Leftover)):
             label, detail = event.kind, event.model_dump_json()
