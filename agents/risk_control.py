@@ -83,6 +83,11 @@ class TrustThresholds:
     def trusts_anything(self) -> bool:
         return self.prune_below is not None or self.accept_above is not None
 
+    def trusts(self, p_beat: float | None) -> bool:
+        """Whether a forecast with this P(beat) would be pruned or accepted on it alone."""
+        return p_beat is not None and ((self.prune_below is not None and p_beat <= self.prune_below)
+                                       or (self.accept_above is not None and p_beat >= self.accept_above))
+
     def describe(self) -> str:
         parts = [f"risk {self.risk:.0%} at {1 - self.delta:.0%} confidence, {self.n_calibration} calibration rows"
                  + (" replayed from the seed" if self.source == SEED_REPLAY else "")]

@@ -331,22 +331,16 @@ class SearchNodes:
         nodes = TreeEdit(state["nodes"])
         best, to_best = state.get("best"), state.get("measurements_to_best", 0)
         trust, audits, stage = self.trust_now(state["children"])
-        if trust.trusts_anything and best is not None and nodes[best]["confirmed"] is None:
+        items = self.routing_items(nodes, best, state["children"])
+        if best is not None and nodes[best]["confirmed"] is None and any(trust.trusts(it.p_beat) for it in items):
             best, to_best, standing_firm = self.confirm_incumbent(nodes, best, to_best)
-            # a confirmation is a correct measurement of the run, so the stage (and its thresholds) may move
+            # a decision's calibration row reads its child's latest measurement, so a confirmation can move them
             trust, audits, stage = self.trust_now(state["children"])
             if not standing_firm:  # no budget to confirm it: nothing is trusted against a single measurement
                 trust, audits = TrustThresholds(risk=ctx.config.risk), 0
+            items = self.routing_items(nodes, best, state["children"])
         incumbent, incumbent_hash = incumbent_of(nodes, best)
-        items, informative = [], {}
-        children = set(state["children"])
-        beliefs = {r.candidate_hash: Provenance.model_validate(r.provenance)  # ln S mean/sd, when known
-                   for r in ctx.store.forecasts(run_id=ctx.run_id) if r.candidate_hash in children}
-        for key in state["children"]:
-            fc = nodes[key]["forecast"]
-            assert fc is not None
-            informative[key] = not fc["failed"]
-            items.append(routing_input(key, fc, incumbent, beliefs.get(key)))
+        informative = {it.hash: not it.failed for it in items}
         decisions = ctx.router.route(items, self.allowance(nodes), trust=trust, audits=audits)
         to_measure = []
         for key, routed in decisions.items():
@@ -362,6 +356,20 @@ class SearchNodes:
                               informative=informative[key], spare=routed.spare, stage=stage,
                               trust_source=trust.source if trust.trusts_anything else ""), candidate_hash=key)
         return {"nodes": nodes.changes(), "to_measure": to_measure, "best": best, "measurements_to_best": to_best}
+
+    def routing_items(self, nodes: Mapping[str, NodeRecord], best: str | None, children: list[str]
+                      ) -> list[RoutingInput]:
+        """The round's children as the router reads them, against the incumbent that ``best`` stands for."""
+        incumbent, _ = incumbent_of(nodes, best)
+        wanted = set(children)
+        beliefs = {r.candidate_hash: Provenance.model_validate(r.provenance)  # ln S mean/sd, when known
+                   for r in self.ctx.store.forecasts(run_id=self.ctx.run_id) if r.candidate_hash in wanted}
+        items = []
+        for key in children:
+            fc = nodes[key]["forecast"]
+            assert fc is not None
+            items.append(routing_input(key, fc, incumbent, beliefs.get(key)))
+        return items
 
     def trust_now(self, children: list[str]) -> tuple[TrustThresholds, int, int]:
         """(the thresholds a round of ``children`` may trust, the audits it may spend, the run's stage)."""
@@ -388,9 +396,9 @@ class SearchNodes:
         A trusted prune says "this child would not beat the incumbent"; judged against the luckiest first
         measurement of the run it is a judgement against a number the kernel does not reach (the check beside
         the incumbent's kernel then finds the pruned tie, or the pruned winner). A confirmation that falls can
-        hand the lead to another node, which is confirmed in turn while the loop's allowance lasts. Each is
-        one of the confirmations the run owes its best anyway when the node stays among the top: the final
-        confirmation reuses it.
+        hand the lead to another node, which is confirmed in turn while the loop's allowance lasts. A node
+        confirmed here owes no final confirmation (:func:`confirm_reserve`), so the cost is a measurement only
+        when it leaves the top.
         """
         while best is not None and nodes[best]["confirmed"] is None:
             if self.allowance(nodes) < 1:

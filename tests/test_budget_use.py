@@ -135,10 +135,10 @@ def test_a_run_whose_router_prunes_everything_still_spends_its_budget(tmp_path: 
                 assert record.incumbent == 1.0
             else:
                 assert stands[record.incumbent_hash] == record.incumbent
-                if record.trust_source:
+                if record.trusted_as:  # trusted, audited or measured as spare: judged on its forecast
                     assert record.incumbent_hash in confirmed, "a forecast trusted against one measurement"
     trusted_against_a_kernel = [RouteRecord.model_validate(e.payload) for e in store.events(result.run_id, kind="route")]
-    trusted_against_a_kernel = [r for r in trusted_against_a_kernel if r.trust_source and r.incumbent_hash]
+    trusted_against_a_kernel = [r for r in trusted_against_a_kernel if r.trusted_as and r.incumbent_hash]
     confirms_before_trust = [e for e in store.events(result.run_id, kind="confirm") if e.payload["before_trust"]]
     assert confirms_before_trust or not trusted_against_a_kernel
     judged = {e.candidate_hash: RouteRecord.model_validate(e.payload).incumbent_hash

@@ -103,8 +103,10 @@ def kc(home: Path, *args: str) -> subprocess.Popen[str]:
                             env=env, cwd=home.parent)
 
 
-def kill_after_spends(proc: subprocess.Popen[str], spends_wanted: int) -> tuple[str | None, int]:
-    """Read a run's JSONL events and SIGKILL it right after its n-th measurement: (run id, spends seen)."""
+def kill_after_spends(proc: subprocess.Popen[str], spends_wanted: int, phase: str | None = None
+                      ) -> tuple[str | None, int]:
+    """Read a run's JSONL events and SIGKILL it right after its n-th measurement (of ``phase``, if given):
+    (run id, spends seen)."""
     run_id, spends = None, 0
     assert proc.stdout is not None
     deadline = time.time() + 240
@@ -114,7 +116,7 @@ def kill_after_spends(proc: subprocess.Popen[str], spends_wanted: int) -> tuple[
             break
         event = json.loads(line)
         run_id = event.get("run_id", run_id)
-        if event["event"] == "spend":
+        if event["event"] == "spend" and phase in (None, event["phase"]):
             spends += 1
             if spends == spends_wanted:
                 os.kill(proc.pid, signal.SIGKILL)

@@ -1,0 +1,54 @@
+"""A forecast is trusted only against a confirmed incumbent (issue 13): the route step confirms an incumbent
+measured once before a round that would trust a forecast, the run stands on that confirmation, and a kill
+right after it loses nothing and buys nothing twice (real device, small sizes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernelcast.graphs.events import Spend
+from kernelcast.graphs.trust import RouteRecord
+from kernelcast.tools.store import Store
+from test_graph import check_invariants, kc, kill_after_spends, resume_to_the_end  # noqa: E402 (tests/ is on sys.path, see conftest)
+
+BUDGET = 18
+
+
+def _optimize(home: Path):  # noqa: ANN202 - the CLI process
+    """risk 0.99: the run's first calibration rows certify pruning, so rounds trust forecasts early."""
+    return kc(home, "optimize", "softmax", "--budget", str(BUDGET), "--sizes", "small", "--router", "selective",
+              "--risk", "0.99", "--k", "1", "--events", "jsonl")
+
+
+def test_a_kill_right_after_the_incumbents_confirmation_resumes_without_buying_it_again(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    run_id, spends = kill_after_spends(_optimize(home), 1, phase="confirm")
+    store = Store(home / "kernelcast.db")
+    assert run_id is not None and spends == 1, "the run never confirmed anything"
+    bought = store.measurements(run_id=run_id)
+    confirmed_before = {m.candidate_hash: m.created_at for m in bought if m.phase == "confirm"}
+    assert len(confirmed_before) == 1
+    before = {m.candidate_hash: m.created_at for m in bought if m.phase != "confirm"}
+
+    after = resume_to_the_end(home, store, run_id, BUDGET, before)
+    for key, created in confirmed_before.items():
+        assert [m.created_at for m in after if m.candidate_hash == key and m.phase == "confirm"] == [created]
+    check_invariants(store, run_id, BUDGET)  # no candidate measured or confirmed twice, the best reported honestly
+
+    # every trusted decision after the resume was judged against a confirmed incumbent (or the reference), at the
+    # speedup it stood on
+    confirmed: dict[str, float | None] = {}
+    trusted = routed_after_the_killed_confirmation = 0
+    for event in store.events(run_id):
+        routed_after_the_killed_confirmation += event.kind == "route" and bool(confirmed.keys() & confirmed_before.keys())
+        if event.kind == "spend":
+            spend = Spend.model_validate(event.payload)
+            if spend.phase == "confirm":
+                confirmed[event.candidate_hash or ""] = spend.speedup if spend.status == "correct" else None
+        elif event.kind == "route" and (record := RouteRecord.model_validate(event.payload)).trusted_as:
+            trusted += 1
+            if record.incumbent_hash is not None:
+                assert record.incumbent_hash in confirmed
+                assert record.incumbent == confirmed[record.incumbent_hash]
+    assert trusted, "no round trusted a forecast: the confirmation protected nothing"
+    assert routed_after_the_killed_confirmation, "the kill hit a final confirmation, not one during the search"
