@@ -40,7 +40,8 @@ class RunConfig(BaseModel):
     max_rounds: int | None = Field(None, description="expansions before stopping (default 4 x budget)")
     max_device_seconds: float | None = Field(None, description="optional wall-clock budget of measurements")
     reserve_fraction: float | None = Field(None, ge=0.0, le=0.9, description="budget kept to verify accepted nodes")
-    confirm_top: int = Field(3, ge=0, description="best candidates re-measured (confirmed) before reporting")
+    confirm_top: int = Field(3, ge=0, description="best candidates re-measured (confirmed) before reporting; 0: no "
+                             "confirmations at all, so no forecast is trusted against a measured incumbent")
     puct_c: float = 1.0
     training_db: str | None = Field(None, description="store the learned forecaster trains on (default: the run's)")
     leave_task_out: bool = Field(False, description="train the learned forecaster without this task's data")

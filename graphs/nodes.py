@@ -101,15 +101,12 @@ def top_measured(nodes: Mapping[str, NodeRecord], k: int) -> list[str]:
     return sorted(measured, key=lambda key: -(standing(nodes[key]) or 0.0))[:k]
 
 
-def confirmations_left(nodes: Mapping[str, NodeRecord], config: RunConfig) -> int:
-    """Confirmations the run still owes its best: one per node among the top to confirm that has none yet."""
-    return sum(1 for key in top_measured(nodes, confirmations(config)) if nodes[key]["confirmed"] is None)
-
-
 def confirm_reserve(nodes: Mapping[str, NodeRecord], config: RunConfig) -> int:
-    """The budget kept for the final confirmations: those still owed, and at least one (a kernel measured later
-    can still take the lead from one confirmed during the search)."""
-    return min(confirmations(config), max(1, confirmations_left(nodes, config)))
+    """The budget the search loop keeps for the final confirmations: one per node to confirm, at least one
+    before any was measured. Nodes confirmed during the search do not shrink it: one round can measure
+    several kernels that pass them, and those are then what the final confirmations are for."""
+    measured_ok = sum(1 for n in nodes.values() if n["outcome"] in ("measured", "verified") and n["speedup"])
+    return min(confirmations(config), max(1, measured_ok))
 
 
 def still_to_confirm(nodes: Mapping[str, NodeRecord], config: RunConfig) -> list[str]:
@@ -332,12 +329,17 @@ class SearchNodes:
         best, to_best = state.get("best"), state.get("measurements_to_best", 0)
         trust, audits, stage = self.trust_now(state["children"])
         items = self.routing_items(nodes, best, state["children"])
-        if best is not None and nodes[best]["confirmed"] is None and any(trust.trusts(it.p_beat) for it in items):
-            best, to_best, standing_firm = self.confirm_incumbent(nodes, best, to_best)
+        while best is not None and nodes[best]["confirmed"] is None:
+            # a confirmation bought before a kill replays the path that bought it, whatever the trigger says now
+            stored = self.stored_confirmation(best)
+            if stored is None and not any(trust.trusts(it.p_beat) for it in items):
+                break  # nothing would be trusted against it: nothing to confirm
+            if stored is None and (confirmations(ctx.config) == 0 or self.allowance(nodes) < 1):
+                trust, audits = TrustThresholds(risk=ctx.config.risk), 0  # never trusted against one measurement
+                break
+            best, to_best = self.confirm_incumbent(nodes, best, to_best)
             # a decision's calibration row reads its child's latest measurement, so a confirmation can move them
             trust, audits, stage = self.trust_now(state["children"])
-            if not standing_firm:  # no budget to confirm it: nothing is trusted against a single measurement
-                trust, audits = TrustThresholds(risk=ctx.config.risk), 0
             items = self.routing_items(nodes, best, state["children"])
         incumbent, incumbent_hash = incumbent_of(nodes, best)
         informative = {it.hash: not it.failed for it in items}
@@ -389,31 +391,29 @@ class SearchNodes:
                               if RouteRecord.model_validate(e.payload).audit)
         return trust, max(0, int(ctx.config.audit_share * ctx.config.budget) - spent_on_audits), stage
 
-    def confirm_incumbent(self, nodes: TreeEdit, best: str | None, to_best: int) -> tuple[str | None, int, bool]:
-        """Confirm the incumbent before a forecast is trusted against it: (best, measurements to it, whether
-        the best now stands on a confirmation or is the reference).
+    def confirm_incumbent(self, nodes: TreeEdit, best: str, to_best: int) -> tuple[str | None, int]:
+        """Confirm the incumbent before a forecast is trusted against it: (the best after it, measurements to it).
 
         A trusted prune says "this child would not beat the incumbent"; judged against the luckiest first
         measurement of the run it is a judgement against a number the kernel does not reach (the check beside
         the incumbent's kernel then finds the pruned tie, or the pruned winner). A confirmation that falls can
-        hand the lead to another node, which is confirmed in turn while the loop's allowance lasts. A node
-        confirmed here owes no final confirmation (:func:`confirm_reserve`), so the cost is a measurement only
-        when it leaves the top.
+        hand the lead to another node (the route step then asks again whether anything would be trusted
+        against it). Resume-safe: a confirmation stored before a kill is reused, not bought again.
         """
-        while best is not None and nodes[best]["confirmed"] is None:
-            if self.allowance(nodes) < 1:
-                return best, to_best, False
-            first = nodes[best]["speedup"]
-            again = self._measure(nodes, best, "confirm")
-            if again is None:
-                return best, to_best, False
-            self.ctx.emit(ev.Confirm(first=first, confirmed=again.speedup if again.ok else None,
-                                     interval=list(again.speedup_ci) if again.speedup_ci else None,
-                                     status=again.status.value, before_trust=True), candidate_hash=best)
-            leader = best_measured(nodes)
-            if leader != best:
-                best, to_best = leader, self.spent_to(leader)
-        return best, to_best, True
+        first = nodes[best]["speedup"]
+        again = self._measure(nodes, best, "confirm")
+        assert again is not None, "the route step confirms only with budget left or a stored confirmation"
+        self.ctx.emit(ev.Confirm(first=first, confirmed=again.speedup if again.ok else None,
+                                 interval=list(again.speedup_ci) if again.speedup_ci else None,
+                                 status=again.status.value, before_trust=True), candidate_hash=best)
+        leader = best_measured(nodes)
+        return (leader, self.spent_to(leader)) if leader != best else (best, to_best)
+
+    def stored_confirmation(self, key: str) -> Measurement | None:
+        """This run's stored confirmation of ``key`` (bought before a kill that the state does not know of)."""
+        stored = [m for m in self.ctx.store.measurements(run_id=self.ctx.run_id, candidate_hash=key)
+                  if m.phase == "confirm"]
+        return stored[-1] if stored else None
 
     def spent_to(self, key: str | None) -> int:
         """The budget spent when ``key`` was first measured (0 for none)."""
@@ -461,7 +461,7 @@ class SearchNodes:
                     *self._apply_stored(nodes, self.leftovers(nodes), "search")]:
             best, to_best = self._track_best(nodes, key, best, to_best)
         accepted = [k for k in accepted if nodes[k]["outcome"] == "accepted"]
-        reserve = confirm_reserve(nodes, self.ctx.config)
+        reserve = min(confirmations(self.ctx.config), len(top_measured(nodes, confirmations(self.ctx.config))))
         for key, result in self._measure_within(nodes, accepted, "verify", reserve):
             nodes[key]["outcome"] = "verified" if result.ok else "failed"
             forecast = nodes[key]["forecast"]

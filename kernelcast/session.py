@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 from kernelcast.agents.generator import Proposals
 from kernelcast.agents.registry import DEFAULT_GENERATOR
 from kernelcast.graphs.config import RunConfig, default
+from kernelcast.graphs.nodes import incumbent_of, standing
 from kernelcast.graphs.result import RunResult
 from kernelcast.graphs.session_graph import EXTERNAL, SessionCommand, SubmittedCandidate
 from kernelcast.session_views import (SessionResult, SessionStatus, SubmitOutput, Suggestions, parent_suggestion,
@@ -384,7 +385,7 @@ def session_status(session: str, *, home: Path | None = None) -> SessionStatus:
                              spent=store.measurement_totals(row.id)[0], measurements_left=left,
                              submissions=state.get("submissions", 0), counts=counts, best_hash=best,
                              best_speedup=row.best_speedup if finished else
-                             (nodes[best]["speedup"] if best else None),
+                             (standing(nodes[best]) if best else None),
                              parent=None if finished else state.get("parent"),
                              last_round=round_results(store, row.id, state) if state else [],
                              folder=row.folder)
@@ -474,8 +475,8 @@ def _parent_key(live: LiveSession, state: SessionState, parent: str | None) -> s
 
 
 def _incumbent(state: SessionState) -> float:
-    best = state.get("best")
-    return max(1.0, (state["nodes"][best]["speedup"] or 1.0) if best else 1.0)
+    """The speedup the router judges the next round against (a node confirmed during the search stands on it)."""
+    return incumbent_of(state["nodes"], state.get("best"))[0]
 
 
 # ---- the Python API ------------------------------------------------------------------------------

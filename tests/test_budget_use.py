@@ -15,8 +15,8 @@ from kernelcast.agents.risk_control import TrustThresholds
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunEnv
 from kernelcast.graphs.events import Spend
-from kernelcast.graphs.nodes import (best_measured, confirm_reserve, confirmations_left, incumbent_of, new_node, standing,
-                                     still_to_confirm, top_measured)
+from kernelcast.graphs.nodes import (best_measured, confirm_reserve, incumbent_of, new_node, standing, still_to_confirm,
+                                     top_measured)
 from kernelcast.graphs.routing import RoutingInput, SelectiveRouter
 from kernelcast.graphs.run import start_run
 from kernelcast.graphs.trust import RouteRecord, TrustedDecision, trust_summary, trusted_decisions
@@ -160,18 +160,20 @@ def test_a_confirmation_that_falls_hands_the_lead_to_the_next_kernel() -> None:
     assert standing(nodes["lucky"]) == 2.79 and standing(nodes["steady"]) == 3.4
     assert best_measured(nodes) == "steady"
     assert incumbent_of(nodes, best_measured(nodes)) == (3.4, "steady")
-    assert top_measured(nodes, 3) == ["steady", "third", "fourth"]
-    assert confirmations_left(nodes, config) == 3  # the fallen one is confirmed but no longer among the top
+    assert top_measured(nodes, 3) == ["steady", "third", "fourth"]  # the fallen one is no longer among the top
+    assert still_to_confirm(nodes, config) == ["steady", "third", "fourth"]
     nodes["lucky"]["confirmed"] = 3.6  # confirmed high: it keeps the lead and needs no second confirmation
     assert best_measured(nodes) == "lucky" and top_measured(nodes, 3) == ["lucky", "steady", "third"]
-    assert confirmations_left(nodes, config) == 2 and confirm_reserve(nodes, config) == 2
     assert still_to_confirm(nodes, config) == ["steady", "third", "fourth"]
     for name in ("steady", "third"):
         nodes[name]["confirmed"] = nodes[name]["speedup"]
-    # the top is confirmed, but a kernel measured later could still take the lead: one confirmation is kept
-    assert confirmations_left(nodes, config) == 0 and confirm_reserve(nodes, config) == 1
+    # the final confirmations go to the next contenders, never to a node confirmed already
     assert still_to_confirm(nodes, config) == ["fourth"]
+    # the loop's reserve does not shrink with confirmations made during the search: one round can measure
+    # several kernels that pass them
+    assert confirm_reserve(nodes, config) == 3
     assert confirm_reserve(nodes, RunConfig(task="saxpy", budget=24, confirm_top=0)) == 0
+    assert confirm_reserve({}, config) == 1
     assert best_measured({}) is None and incumbent_of({}, None) == (1.0, None)
 
 
