@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from scipy.stats import beta
@@ -83,10 +84,19 @@ class TrustThresholds:
     def trusts_anything(self) -> bool:
         return self.prune_below is not None or self.accept_above is not None
 
+    def verdict(self, p_beat: float | None) -> Literal["prune", "accept"] | None:
+        """What a forecast with this P(beat) is trusted to decide alone: prune, accept, or nothing (None)."""
+        if p_beat is None:
+            return None
+        if self.prune_below is not None and p_beat <= self.prune_below:
+            return "prune"
+        if self.accept_above is not None and p_beat >= self.accept_above:
+            return "accept"
+        return None
+
     def trusts(self, p_beat: float | None) -> bool:
         """Whether a forecast with this P(beat) would be pruned or accepted on it alone."""
-        return p_beat is not None and ((self.prune_below is not None and p_beat <= self.prune_below)
-                                       or (self.accept_above is not None and p_beat >= self.accept_above))
+        return self.verdict(p_beat) is not None
 
     def describe(self) -> str:
         parts = [f"risk {self.risk:.0%} at {1 - self.delta:.0%} confidence, {self.n_calibration} calibration rows"

@@ -69,12 +69,6 @@ def incumbent_of(nodes: Mapping[str, NodeRecord], best: str | None) -> tuple[flo
     return incumbent, best if best and incumbent > 1.0 else None
 
 
-def best_measured(nodes: Mapping[str, NodeRecord]) -> str | None:
-    """The correct measured node that stands highest (None: none yet)."""
-    measured = [key for key, n in nodes.items() if n["outcome"] in ("measured", "verified") and standing(n)]
-    return max(measured, key=lambda key: standing(nodes[key]) or 0.0, default=None)
-
-
 def routing_input(key: str, fc: ForecastSummary, incumbent: float, belief: Provenance | None) -> RoutingInput:
     """A candidate's forecast as the router reads it; ``belief``: the forecaster's ln S mean/sd, when known."""
     probs = fc["probabilities"]
@@ -99,6 +93,11 @@ def top_measured(nodes: Mapping[str, NodeRecord], k: int) -> list[str]:
     search stands on its confirmation)."""
     measured = [key for key, n in nodes.items() if n["outcome"] in ("measured", "verified") and standing(n)]
     return sorted(measured, key=lambda key: -(standing(nodes[key]) or 0.0))[:k]
+
+
+def best_measured(nodes: Mapping[str, NodeRecord]) -> str | None:
+    """The correct measured node that stands highest (None: none yet)."""
+    return next(iter(top_measured(nodes, 1)), None)
 
 
 def confirm_reserve(nodes: Mapping[str, NodeRecord], config: RunConfig) -> int:
@@ -331,10 +330,10 @@ class SearchNodes:
         items = self.routing_items(nodes, best, state["children"])
         while best is not None and nodes[best]["confirmed"] is None:
             # a confirmation bought before a kill replays the path that bought it, whatever the trigger says now
-            stored = self.stored_confirmation(best)
-            if stored is None and not any(trust.trusts(it.p_beat) for it in items):
+            stored = self.confirmed_before_a_kill(best)
+            if not stored and not any(trust.trusts(it.p_beat) for it in items):
                 break  # nothing would be trusted against it: nothing to confirm
-            if stored is None and (confirmations(ctx.config) == 0 or self.allowance(nodes) < 1):
+            if not stored and (confirmations(ctx.config) == 0 or self.allowance(nodes) < 1):
                 trust, audits = TrustThresholds(risk=ctx.config.risk), 0  # never trusted against one measurement
                 break
             best, to_best = self.confirm_incumbent(nodes, best, to_best)
@@ -409,11 +408,10 @@ class SearchNodes:
         leader = best_measured(nodes)
         return (leader, self.spent_to(leader)) if leader != best else (best, to_best)
 
-    def stored_confirmation(self, key: str) -> Measurement | None:
-        """This run's stored confirmation of ``key`` (bought before a kill that the state does not know of)."""
-        stored = [m for m in self.ctx.store.measurements(run_id=self.ctx.run_id, candidate_hash=key)
-                  if m.phase == "confirm"]
-        return stored[-1] if stored else None
+    def confirmed_before_a_kill(self, key: str) -> bool:
+        """Whether the store holds this run's confirmation of ``key`` that the state does not know of."""
+        return any(m.phase == "confirm" for m in self.ctx.store.measurements(run_id=self.ctx.run_id,
+                                                                            candidate_hash=key))
 
     def spent_to(self, key: str | None) -> int:
         """The budget spent when ``key`` was first measured (0 for none)."""

@@ -169,14 +169,12 @@ class SelectiveRouter:
         deferred: list[RoutingInput] = []
         trusted: list[tuple[RoutingInput, Routed]] = []
         for item in items:
-            p = item.p_beat
-            if p is None:
-                deferred.append(item)
-            elif trust.prune_below is not None and p <= trust.prune_below:
+            p, verdict = item.p_beat, trust.verdict(item.p_beat)
+            if verdict == "prune":
                 trusted.append((item, Routed("prune", f"P(beat incumbent {item.incumbent:.3g}x) = {p:.3f} <= "
                                                       f"{trust.prune_below:.3g} ({trust.describe()})", p,
                                              trusted_as="prune")))
-            elif trust.accept_above is not None and p >= trust.accept_above:
+            elif verdict == "accept":
                 trusted.append((item, Routed("accept", f"P(beat incumbent {item.incumbent:.3g}x) = {p:.3f} >= "
                                                        f"{trust.accept_above:.3g} ({trust.describe()})", p,
                                              trusted_as="accept")))
