@@ -38,7 +38,7 @@ from kernelcast.graphs.config import RunConfig  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
 from kernelcast.graphs.events import Spend  # noqa: E402
 from kernelcast.graphs.run import start_run  # noqa: E402
-from kernelcast.graphs.trust import TrustedDecision, decision_wrong, trust_summary, trusted_decisions  # noqa: E402
+from kernelcast.graphs.trust import TrustedDecision, trust_summary, trusted_decisions, wrong_given  # noqa: E402
 from kernelcast.tools.expr import evaluate  # noqa: E402
 from kernelcast.tools.measurement import MeasureConfig  # noqa: E402
 from kernelcast.tools.store import Store  # noqa: E402
@@ -121,14 +121,28 @@ def median_of(series: list[float | None]) -> float:
 
 
 def head_to_head(store: Store, worker: MeasurementWorker, task_name: str, child: str, incumbent: str | None,
-                 sizes: str, rounds: int = CHECK_ROUNDS) -> tuple[float | None, float | None, float]:
-    """(the child's first speedup, its median, the incumbent's median) over ``rounds`` rounds in turn
-    (:func:`in_turn`). One measurement of a child against an incumbent measured earlier, under other load, is
-    not a comparison: reduce_rows children that measured 5.6x and 5.5x once against a 3.36x incumbent measured
-    3.0-3.6x three times beside it (2026-12-03)."""
-    child_s, incumbent_s = in_turn(store, worker, task_name, [child, incumbent], sizes, rounds)
-    first = child_s[0]
-    return first, None if first is None else median_of(child_s), median_of(incumbent_s)
+                 sizes: str, rounds: int = CHECK_ROUNDS) -> tuple[float | None, float]:
+    """(the child's first speedup, the median over ``rounds`` measurements of the child timed interleaved with
+    the incumbent's kernel of child over incumbent; 0 if the child failed). One measurement of a child against
+    an incumbent measured earlier, under other load, is not a comparison: reduce_rows children that measured
+    5.6x and 5.5x once against a 3.36x incumbent measured 3.0-3.6x three times beside it (2026-12-03). Against
+    the reference (``incumbent`` None) the speedup is the pair."""
+    task = resolve_task(task_name)
+    rival = None if incumbent is None else store.candidate(incumbent)
+    config = MeasureConfig(sizes=sizes, rival=rival)
+    candidate = store.candidate(child)
+    ratios: list[float | None] = []
+    first = None
+    for round_ in range(rounds):
+        m = worker.measure(task, candidate, config)
+        store.add_measurement(m)  # outside the run: no run id, not counted against the budget
+        if round_ == 0:
+            first = m.speedup if m.ok else None
+        if rival is not None and m.ok and m.rival is None:
+            raise SystemExit(f"{task_name}: the check of {child[:12]} could not time the incumbent beside it: "
+                             f"{m.flags}")
+        ratios.append((m.rival.ratio if m.rival is not None else m.speedup) if m.ok else None)
+    return first, median_of(ratios)
 
 
 def bests_in_turn(out: Path, task_name: str, bests: dict[str, tuple[Store, str | None]],
@@ -183,8 +197,8 @@ def audit(store: Store, run_id: str, worker: MeasurementWorker, task_name: str, 
     """Measure a sample of trusted decisions outside the budget: (right, checked) for prunes and accepts, head
     to head with the incumbent's kernel (:func:`head_to_head`); "..._single": the verdicts of the child's first
     measurement against the incumbent's number, as checks read until 2026-12-03; "..._margins": each check's
-    child median over the incumbent's, minus 1. A prune was right if the child did not beat the incumbent; an
-    accept, if it did."""
+    median ratio of child over incumbent, minus 1. A prune was right if the child did not beat the incumbent;
+    an accept, if it did."""
     rng = random.Random(seed)
     decisions = trusted_decisions(store, run_id)
     out: dict[str, Any] = {}
@@ -194,12 +208,12 @@ def audit(store: Store, run_id: str, worker: MeasurementWorker, task_name: str, 
         right = right_single = checked = 0
         margins = []
         for decision in rows[:sample]:
-            first, child, incumbent = head_to_head(store, worker, task_name, decision.candidate_hash,
-                                                   incumbent_kernel(store, run_id, decision), sizes)
+            first, ratio = head_to_head(store, worker, task_name, decision.candidate_hash,
+                                        incumbent_kernel(store, run_id, decision), sizes)
             checked += 1
             right_single += not decision.wrong(first)
-            right += not decision_wrong(decision.kind, incumbent, child)
-            margins.append((child or 0.0) / max(incumbent, 1e-9) - 1)
+            right += not wrong_given(decision.kind, ratio > 1.0)
+            margins.append(ratio - 1)
         name = "pruned" if kind == "prune" else "accepted"
         out[name], out[f"{name}_single"] = (right, checked), (right_single, checked)
         out[f"{name}_margins"] = margins

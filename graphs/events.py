@@ -93,6 +93,7 @@ class Spend(RunEvent):
     phase: str = "search"
     status: str
     speedup: float | None = None
+    over_incumbent: float | None = None  # the child over the incumbent's kernel timed beside it (paired)
     spent: int
     budget: int
     flags: list[str] = Field(default_factory=list)

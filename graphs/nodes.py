@@ -145,13 +145,17 @@ class SearchNodes:
             return 0
         return max(0, left)
 
-    def _measure(self, state_nodes: TreeEdit, key: str, phase: str) -> Measurement | None:
+    def _measure(self, state_nodes: TreeEdit, key: str, phase: str, rival: str | None = None
+                 ) -> Measurement | None:
         """Measure one candidate (see :meth:`_measure_many`)."""
-        return self._measure_many(state_nodes, [key], phase)[key]
+        return self._measure_many(state_nodes, [key], phase, rival)[key]
 
-    def _measure_many(self, state_nodes: TreeEdit, keys: list[str], phase: str,
+    def _measure_many(self, state_nodes: TreeEdit, keys: list[str], phase: str, rival: str | None = None,
                       ) -> dict[str, Measurement | None]:
         """Measure candidates concurrently through the measurer; None for those the budget cannot pay.
+
+        ``rival``: a measured node (the incumbent) timed beside each candidate, so whether a child beat it is a
+        paired comparison of one session (the calibration rows read it: :mod:`kernelcast.graphs.trust`).
 
         Resume-safe: a candidate this run already measured (in this phase) is reused, not bought again; the
         budget is reserved before dispatch (never more in flight than the store's ledger allows); each
@@ -175,6 +179,8 @@ class SearchNodes:
         dispatch = [ctx.store.candidate(key) for key in fresh[:allowed]]
         assert all(c is not None for c in dispatch), "a candidate is missing from the store"
         config = confirmation_config(ctx.measure_config) if phase == "confirm" else ctx.measure_config
+        if rival is not None and rival != ctx.task.reference().hash:  # against the reference: the speedup itself
+            config = config.model_copy(update={"rival": ctx.store.candidate(rival)})
         if dispatch:
             ctx.emit(ev.InFlight(phase=phase, workers=ctx.measurer.parallelism,
                                  candidates=[c.hash for c in dispatch if c is not None]), store=False)
@@ -185,7 +191,8 @@ class SearchNodes:
             bought = measured.model_copy(update={"phase": phase})
             ctx.store.add_measurement(bought, run_id=ctx.run_id)
             results[candidate.hash] = bought
-            ctx.emit(ev.Spend(phase=phase, status=bought.status.value, speedup=bought.speedup, spent=self.spent(),
+            ctx.emit(ev.Spend(phase=phase, status=bought.status.value, speedup=bought.speedup,
+                              over_incumbent=bought.rival.ratio if bought.rival is not None else None, spent=self.spent(),
                               budget=ctx.config.budget, flags=bought.flags,
                               in_flight=[f"{f.worker}:{f.candidate_hash[:8]}" for f in ctx.measurer.in_flight()]),
                      candidate_hash=candidate.hash)
@@ -423,7 +430,7 @@ class SearchNodes:
     def measure(self, state: SearchState) -> dict[str, Any]:
         nodes = TreeEdit(state["nodes"])
         best, to_best = state.get("best"), state.get("measurements_to_best", 0)
-        results = self._measure_many(nodes, list(state["to_measure"]), "search")
+        results = self._measure_many(nodes, list(state["to_measure"]), "search", rival=incumbent_of(nodes, best)[1])
         for key in state["to_measure"]:
             result = results[key]
             if result is None:
@@ -492,14 +499,21 @@ class SearchNodes:
 
     def _measure_within(self, nodes: TreeEdit, keys: list[str], phase: str, reserve: int
                         ) -> Iterator[tuple[str, Measurement]]:
-        """Measure ``keys`` in order while more than ``reserve`` of the budget is left (and the ledger agrees)."""
+        """Measure ``keys`` in order while more than ``reserve`` of the budget is left (and the ledger agrees),
+        each beside the incumbent its routing decision was judged against."""
+        rivals = self.decision_incumbents()
         for key in keys:
             if self.spent() >= self.ctx.config.budget - reserve:
                 return
-            result = self._measure(nodes, key, phase)
+            result = self._measure(nodes, key, phase, rivals.get(key))
             if result is None:
                 return
             yield key, result
+
+    def decision_incumbents(self) -> dict[str, str | None]:
+        """The incumbent kernel each routed child was judged against (None: the reference)."""
+        return {e.candidate_hash: ev.Route.model_validate(e.payload).incumbent_hash
+                for e in self.ctx.store.events(self.ctx.run_id, kind="route") if e.candidate_hash}
 
     def _apply_stored(self, nodes: TreeEdit, keys: list[str], phase: str) -> list[str]:
         """Apply the run's stored measurements of ``keys`` (bought before a restart) to their nodes, at no cost

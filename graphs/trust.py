@@ -3,7 +3,9 @@
 Every routing decision is logged as a ``route`` event with the forecast's
 p = P(S_child > S_incumbent) and the incumbent of that moment. A decision
 that was then measured (deferred to the hardware, or audited) is a
-calibration row: p, and whether the child did beat the incumbent. The rows of
+calibration row: p, and whether the child did beat the incumbent (by the
+paired comparison when the incumbent's kernel was timed beside the child, as
+the search does, else by two speedups measured apart). The rows of
 every run on a device (the current one included, so its first measurements
 count) give the router its thresholds; the audited ones also give the
 measured false-prune rate the summary reports beside the bound.
@@ -21,7 +23,7 @@ from kernelcast.agents.risk_control import (SEED_REPLAY, CalibrationRow, TrustTh
                                             clopper_pearson_interval)
 from kernelcast.graphs.events import Route, Spend
 from kernelcast.graphs.state import NodeRecord
-from kernelcast.tools.measurement import Status
+from kernelcast.tools.measurement import Measurement, Status
 from kernelcast.tools.store import EventRecord, Store
 
 MAX_RUNS = 500  # calibration reads the latest runs of the device
@@ -30,18 +32,22 @@ MAX_RUNS = 500  # calibration reads the latest runs of the device
 RouteRecord = Route  # the payload of a ``route`` event (older runs lack the trust fields: defaults apply)
 
 
-def _decisions(store: Store, run_id: str) -> Iterable[tuple[RouteRecord, float | None, bool, int]]:
-    """(route record, measured speedup or None, measured at all, stage) for each logged decision of a run;
-    the stage is the run's correct measurements before the decision (:func:`stage_of`)."""
-    measured = {m.candidate_hash: m for m in store.measurements(run_id=run_id)}
+def _decisions(store: Store, run_id: str) -> Iterable[tuple[RouteRecord, Measurement | None, int]]:
+    """(route record, the measurement that judges it or None, stage) for each logged decision of a run: the
+    child's measurement paired with the decision's incumbent, else its latest; the stage is the run's correct
+    measurements before the decision (:func:`stage_of`)."""
+    measured: dict[str, list[Measurement]] = {}
+    for m in store.measurements(run_id=run_id):
+        measured.setdefault(m.candidate_hash, []).append(m)
     stage = 0
     for event in store.events(run_id):
         stage += _is_correct_spend(event)
         if event.kind != "route":
             continue
-        m = measured.get(event.candidate_hash or "")
-        yield RouteRecord.model_validate(event.payload), (m.speedup if m is not None and m.ok else None), \
-            m is not None, stage
+        record = RouteRecord.model_validate(event.payload)
+        ms = measured.get(event.candidate_hash or "", [])
+        paired = [m for m in ms if m.rival is not None and m.rival.candidate_hash == record.incumbent_hash]
+        yield record, paired[-1] if paired else ms[-1] if ms else None, stage
 
 
 def _is_correct_spend(event: EventRecord) -> bool:
@@ -66,11 +72,11 @@ def calibration_rows(store: Store, device: str, bucket: int | None = None) -> li
     for run in store.runs(limit=MAX_RUNS):
         if run.device != device:
             continue
-        for record, speedup, was_measured, stage in _decisions(store, run.id):
-            if record.p_beat is None or record.incumbent is None or not was_measured:
+        for record, m, stage in _decisions(store, run.id):
+            if record.p_beat is None or record.incumbent is None or m is None:
                 continue
             if bucket is None or stage_bucket(stage) == bucket:
-                rows.append(CalibrationRow(record.p_beat, beat_incumbent(record.incumbent, speedup), run.task))
+                rows.append(CalibrationRow(record.p_beat, beat_of(record, m), run.task))
     return rows
 
 
@@ -88,10 +94,23 @@ def beat_incumbent(incumbent: float, speedup: float | None) -> bool:
     return speedup is not None and speedup > incumbent
 
 
+def beat_of(record: RouteRecord, m: Measurement) -> bool:
+    """Whether a measured child beat the incumbent of its decision: by the paired comparison when the
+    incumbent's kernel was timed beside it (against the reference, the speedup is that comparison), else by
+    its speedup against the incumbent's, measured apart (older runs, a rival that could not run)."""
+    if m.ok and m.rival is not None and m.rival.candidate_hash == record.incumbent_hash:
+        return m.rival.beaten
+    return beat_incumbent(record.incumbent or 1.0, m.speedup if m.ok else None)
+
+
 def decision_wrong(kind: str, incumbent: float, speedup: float | None) -> bool:
     """Whether a measured speedup (None: failed) shows a forecast's decision wrong: a pruned child beat the
     incumbent, an accepted one did not."""
-    beat = beat_incumbent(incumbent, speedup)
+    return wrong_given(kind, beat_incumbent(incumbent, speedup))
+
+
+def wrong_given(kind: str, beat: bool) -> bool:
+    """A pruned child that beat the incumbent, or an accepted one that did not."""
     return beat if kind == "prune" else not beat
 
 
@@ -196,15 +215,15 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
     audits: dict[str, list[bool]] = {"prune": [], "accept": []}
     seen: set[str] = set()
     measured_any: set[str] = set()
-    for record, speedup, was_measured, _ in _decisions(store, run_id):
+    for record, m, _ in _decisions(store, run_id):
         out.decisions += 1
         if record.audit:
             out.audits += 1
-            if record.trusted_as in audits and was_measured:
-                audits[record.trusted_as].append(decision_wrong(record.trusted_as, record.incumbent or 1.0, speedup))
+            if record.trusted_as in audits and m is not None:
+                audits[record.trusted_as].append(wrong_given(record.trusted_as, beat_of(record, m)))
         elif record.spare:
             out.spare += 1
-            out.spare_beat += int(was_measured and beat_incumbent(record.incumbent or 1.0, speedup))
+            out.spare_beat += int(m is not None and beat_of(record, m))
         elif record.forecast_alone:
             out.trusted_on_replay += record.trust_source == SEED_REPLAY
             if record.decision == "prune":
@@ -224,5 +243,6 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
     return out
 
 
-__all__ = ["AuditRate", "RouteRecord", "TrustSummary", "TrustedDecision", "beat_incumbent", "calibration_rows",
-           "decision_wrong", "live_counts", "stage_of", "trust_for", "trust_summary", "trusted_decisions"]
+__all__ = ["AuditRate", "RouteRecord", "TrustSummary", "TrustedDecision", "beat_incumbent", "beat_of",
+           "calibration_rows", "decision_wrong", "live_counts", "stage_of", "trust_for", "trust_summary",
+           "trusted_decisions", "wrong_given"]

@@ -19,8 +19,11 @@ from kernelcast.graphs.nodes import (best_measured, confirm_reserve, incumbent_o
                                      top_measured)
 from kernelcast.graphs.routing import RoutingInput, SelectiveRouter
 from kernelcast.graphs.run import start_run
-from kernelcast.graphs.trust import RouteRecord, TrustedDecision, trust_summary, trusted_decisions
+from kernelcast.graphs.trust import RouteRecord, TrustedDecision, beat_of, trust_summary, trusted_decisions
+from kernelcast.tools.measurement import Measurement, RivalComparison, Status, TimingStats
 from kernelcast.tools.store import Store
+
+from test_graph import check_pairing  # noqa: E402 (tests/ is on sys.path, see conftest)
 from kernelcast.tools.task import BUILTIN_DIR, resolve_task
 
 PRUNE_EVERYTHING = TrustThresholds(prune_below=0.3, accept_above=None, n_calibration=100)
@@ -144,6 +147,7 @@ def test_a_run_whose_router_prunes_everything_still_spends_its_budget(tmp_path: 
     judged = {e.candidate_hash: RouteRecord.model_validate(e.payload).incumbent_hash
               for e in store.events(result.run_id, kind="route")}
     assert all(d.incumbent_hash == judged[d.candidate_hash] for d in unbacked)
+    check_pairing(store, result.run_id)
 
 
 def test_a_confirmation_that_falls_hands_the_lead_to_the_next_kernel() -> None:
@@ -182,6 +186,26 @@ def test_a_trusted_decision_is_wrong_when_the_truth_contradicts_it() -> None:
     accept = TrustedDecision(kind="accept", candidate_hash="c", incumbent=1.5)
     assert prune.wrong(1.6) and not prune.wrong(1.5) and not prune.wrong(None)
     assert accept.wrong(1.4) and accept.wrong(None) and not accept.wrong(1.6)
+
+
+def test_a_decision_is_judged_by_the_paired_comparison_with_its_incumbent() -> None:
+    """A child timed beside the incumbent's kernel is judged by that pair, not by its speedup against the
+    incumbent's number from minutes earlier (drift moves the two apart); another rival, or none, falls back."""
+    record = RouteRecord(decision="prune", reason="", p_beat=0.1, incumbent=3.8, incumbent_hash="inc")
+    timing = TimingStats.from_samples([1.0, 1.1, 1.2])
+
+    def measured(speedup: float | None, rival: str | None = None, ratio: float = 1.0) -> Measurement:
+        pair = None if rival is None else RivalComparison(candidate_hash=rival, timing=timing, speedup=2.7,
+                                                          ratio=ratio, ratio_ci=(ratio * 0.95, ratio * 1.05))
+        return Measurement(task="t", candidate_hash="c", device="d", sizes="full", rival=pair, speedup=speedup,
+                           status=Status.correct if speedup else Status.incorrect)
+
+    assert beat_of(record, measured(3.0, "inc", ratio=1.1))  # beat the incumbent's kernel now: a false prune
+    assert not beat_of(record, measured(4.0, "inc", ratio=0.9))  # a lucky reading against a slower moment
+    assert not beat_of(record, measured(3.0, "other", ratio=1.5)) and beat_of(record, measured(3.9))
+    assert not beat_of(record, measured(None))
+    against_reference = record.model_copy(update={"incumbent": 1.0, "incumbent_hash": None})
+    assert beat_of(against_reference, measured(1.2)) and not beat_of(against_reference, measured(0.9, "inc", 2.0))
 
 
 def test_small_budgets_confirm_one_winner_per_eight_measurements() -> None:

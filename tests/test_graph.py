@@ -17,10 +17,24 @@ from kernelcast.graphs.context import RunEnv
 from kernelcast.graphs.events import parse
 from kernelcast.graphs.run import RunError, resume_run, start_run
 from kernelcast.graphs.state import CONSIDERED_CLASSES
+from kernelcast.graphs.trust import RouteRecord
 from kernelcast.tools.measurement import Measurement
 from kernelcast.tools.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def check_pairing(store: Store, run_id: str) -> int:
+    """Every child measured after a decision against a kernel (not the reference) was timed beside that kernel,
+    so its calibration row reads the pair; returns how many were."""
+    judged = {e.candidate_hash: RouteRecord.model_validate(e.payload).incumbent_hash
+              for e in store.events(run_id, kind="route")}
+    paired = 0
+    for m in store.measurements(run_id=run_id):
+        if m.phase != "confirm" and m.ok and judged.get(m.candidate_hash):
+            assert m.rival is not None and m.rival.candidate_hash == judged[m.candidate_hash], m.flags
+            paired += 1
+    return paired
 
 
 def check_invariants(store: Store, run_id: str, budget: int) -> dict:
@@ -34,6 +48,7 @@ def check_invariants(store: Store, run_id: str, budget: int) -> dict:
     assert len({m.candidate_hash for m in measured}) == len(measured), "a candidate was bought twice"
     assert len({m.candidate_hash for m in confirmations}) == len(confirmations), "a candidate was confirmed twice"
     assert {m.candidate_hash for m in confirmations} <= {m.candidate_hash for m in measured if m.ok}
+    check_pairing(store, run_id)
     for key, node in tree.items():
         if node["outcome"] == "root":
             continue

@@ -9,7 +9,7 @@ from pathlib import Path
 from kernelcast.graphs.events import Spend
 from kernelcast.graphs.trust import RouteRecord
 from kernelcast.tools.store import Store
-from test_graph import check_invariants, kc, kill_after_spends, resume_to_the_end  # noqa: E402 (tests/ is on sys.path, see conftest)
+from test_graph import check_invariants, check_pairing, kc, kill_after_spends, resume_to_the_end  # noqa: E402 (tests/ is on sys.path, see conftest)
 
 BUDGET = 18
 
@@ -34,6 +34,8 @@ def test_a_kill_right_after_the_incumbents_confirmation_resumes_without_buying_i
     for key, created in confirmed_before.items():
         assert [m.created_at for m in after if m.candidate_hash == key and m.phase == "confirm"] == [created]
     check_invariants(store, run_id, BUDGET)  # no candidate measured or confirmed twice, the best reported honestly
+    # rounds against the confirmed kernel timed their children beside it, after the resume too
+    assert check_pairing(store, run_id) > 0, "no child was timed beside the incumbent it was judged against"
 
     # every trusted decision after the resume was judged against a confirmed incumbent (or the reference), at the
     # speedup it stood on

@@ -96,6 +96,44 @@ def test_reference_against_itself_carries_an_interval_around_one(task: Task, wor
     assert "timed launches checked" in m.reason and "fresh seed" in m.reason
 
 
+def fast_add(task: Task) -> Candidate:
+    """The slow loop's sum in one addition: the same result for a 256th of the work."""
+    return task.reference().model_copy(update={"source": task.source.replace(
+        "for (int k = 0; k < 256; ++k) s += a[i] * (float)(k & 1) + b[i] * (float)((k + 1) & 1);",
+        "s = 128.0f * (a[i] + b[i]);")})
+
+
+def test_a_rival_timed_beside_the_candidate_gives_a_paired_comparison(task: Task, worker: MeasurementWorker) -> None:
+    """The incumbent timed interleaved with the candidate: "does it beat the incumbent" in one session."""
+    fast, slow = fast_add(task), task.reference()
+    m = worker.measure(task, fast, CONFIG.model_copy(update={"rival": slow}))
+    assert m.ok and m.rival is not None and m.speedup is not None, m.reason
+    assert m.rival.candidate_hash == slow.hash and m.rival.beaten
+    assert m.rival.ratio == pytest.approx(m.speedup / m.rival.speedup)  # one session, one reference
+    assert m.rival.ratio_ci[0] <= m.rival.ratio <= m.rival.ratio_ci[1]
+    assert m.rival.timing.reps == m.candidate.reps  # type: ignore[union-attr]
+    back = worker.measure(task, slow, CONFIG.model_copy(update={"rival": fast}))
+    assert back.ok and back.rival is not None and not back.rival.beaten
+
+
+def test_a_rival_that_is_wrong_during_timing_is_dropped_not_trusted(task: Task, worker: MeasurementWorker) -> None:
+    """A rival that skips its work would make every candidate look slow: its comparison is dropped, the
+    candidate's own measurement stands."""
+    lazy = task.reference().model_copy(update={"source": task.source.replace("c[i] = s / 128.0f;", "c[i] = 0.0f;")})
+    m = worker.measure(task, fast_add(task), CONFIG.model_copy(update={"rival": lazy}))
+    assert m.ok and m.rival is None
+    assert any("rival" in f and "wrong" in f for f in m.flags), m.flags
+
+
+def test_a_rival_that_cannot_run_costs_the_comparison_only(task: Task, worker: MeasurementWorker) -> None:
+    broken = task.reference().model_copy(update={"source": task.source.replace("c[i] = s / 128.0f;", "c[i] = s /;")})
+    foreign = broken.model_copy(update={"task": "saxpy"})
+    for rival in (broken, foreign):
+        m = worker.measure(task, fast_add(task), CONFIG.model_copy(update={"rival": rival}))
+        assert m.ok and m.rival is None
+        assert any(f.startswith("rival") and "not timed" in f for f in m.flags), m.flags
+
+
 def test_output_declared_out_but_read_by_the_reference_is_a_task_error(tmp_path: Path,
                                                                        worker: MeasurementWorker) -> None:
     """Declared "out", the buffer is poisoned; a reference that reads it yields NaN, and every candidate,

@@ -4,8 +4,8 @@ docs/architecture.md "Measurement protocol": our harness only; signature checked
 inputs; outputs poisoned before every launch; guard zones around every
 buffer; read-only inputs verified unchanged; correctness on several seeds
 against the reference's outputs; warm-up, then reference and candidate timed
-interleaved by device events; noisy or implausible results re-measured and
-flagged. Process isolation is :mod:`kernelcast.tools.worker`'s job.
+interleaved by device events (with a rival kernel, when asked, for a paired
+comparison); noisy or implausible results re-measured and flagged. Process isolation is :mod:`kernelcast.tools.worker`'s job.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from kernelcast.tools.candidate import Candidate, SignatureError
 from kernelcast.tools.confinement import check_candidate as confine
 from kernelcast.tools.expr import ExpressionError, evaluate
 from kernelcast.tools.lru import LRUCache
-from kernelcast.tools.measurement import Measurement, MeasureConfig, Status, TimingStats, speedup_interval
+from kernelcast.tools.measurement import (Measurement, MeasureConfig, RivalComparison, Status, TimingStats,
+                                          speedup_interval)
 from kernelcast.tools.task import BufferArg, LocalArg, ScalarArg, Task
 
 INT_POISON = 0x5A5A5A5A
@@ -282,6 +283,31 @@ INPUT_CACHE_BYTES = 512 * 2**20
 REFERENCE_CACHE_BYTES = 512 * 2**20
 
 
+@dataclass
+class _Kernel:
+    """A built kernel and the launch geometry it runs with."""
+
+    kernel: Any
+    geometry: Any
+
+
+@dataclass
+class _Rival(_Kernel):
+    candidate: Candidate
+
+
+@dataclass
+class _Timed:
+    """What one timing session produced."""
+
+    reference: TimingStats
+    candidate: TimingStats
+    interval: tuple[float, float]
+    flags: list[str]
+    device_ns: float
+    rival: RivalComparison | None = None
+
+
 def _nbytes(arrays: dict[str, np.ndarray]) -> int:
     return sum(a.nbytes for a in arrays.values())
 
@@ -356,9 +382,12 @@ class Harness:
             timing_seed = config.seeds[0] if config.seeds else 0
             timing_expected = (self._reference_outputs(task, reference, ref_kernel, sizes, config.sizes, timing_seed,
                                                        ref_geometry) if config.check_correctness else None)
-            ref_stats, cand_stats, interval, flags, timed_ns = self._time(task, ref_kernel, kernel, sizes,
-                                                                          ref_geometry, geometry, config, timing_expected)
-            kernel_ns += timed_ns
+            rival, rival_flags = self._rival(task, config, sizes, max_wg)
+            timed = self._time(task, _Kernel(ref_kernel, ref_geometry), _Kernel(kernel, geometry), sizes, config,
+                               timing_expected, rival)
+            ref_stats, cand_stats, interval, flags = timed.reference, timed.candidate, timed.interval, \
+                rival_flags + timed.flags
+            kernel_ns += timed.device_ns
             reason = "correct on seeds " + ",".join(map(str, config.seeds))
             if config.check_correctness and config.verify_timed:
                 final_seed = fresh_seed(config.seeds)
@@ -374,7 +403,8 @@ class Harness:
             return Measurement(
                 **base, status=Status.correct, reason=reason,
                 reference=ref_stats, candidate=cand_stats, speedup=ref_stats.median_ns / cand_stats.median_ns,
-                speedup_ci=interval, flags=flags, compile_ms=compile_ms, cache_hit=cache_hit, wall_ms=wall_ms,
+                speedup_ci=interval, flags=flags, rival=timed.rival, compile_ms=compile_ms, cache_hit=cache_hit,
+                wall_ms=wall_ms,
                 harness_ms=max(0.0, wall_ms - compile_ms - kernel_ns / 1e6),
             )
         except (InvalidCandidate, SignatureError) as exc:
@@ -410,10 +440,26 @@ class Harness:
         kernel, _, _ = self.build(task, reference)
         self._reference_outputs(task, reference, kernel, sizes, sizes_name, 0, geometry)
 
-    def _time(self, task: Task, ref_kernel: Any, kernel: Any, sizes: dict[str, int], ref_geometry: Any,
-              geometry: Any, config: MeasureConfig, expected: dict[str, np.ndarray] | None,
-              ) -> tuple[TimingStats, TimingStats, tuple[float, float], list[str], float]:
-        """Time reference and candidate interleaved (alternating order) on their own buffers.
+    def _rival(self, task: Task, config: MeasureConfig, sizes: dict[str, int], max_wg: int
+               ) -> tuple[_Rival | None, list[str]]:
+        """The rival kernel to time beside the candidate (None: none asked, or it cannot run; a flag says why).
+        A rival that cannot be built or launched costs the comparison, never the candidate's measurement."""
+        rival = config.rival
+        if rival is None:
+            return None, []
+        try:
+            if rival.task != task.name:
+                raise InvalidCandidate(f"it belongs to task {rival.task!r}")
+            geometry = resolve_geometry(rival, sizes, max_wg)
+            kernel, _, _ = self.build(task, rival)
+        except (InvalidCandidate, SignatureError, CompileError) as exc:
+            return None, [f"rival {rival.hash[:12]} not timed: {str(exc)[:200]}"]
+        return _Rival(kernel, geometry, rival), []
+
+    def _time(self, task: Task, ref: _Kernel, cand: _Kernel, sizes: dict[str, int], config: MeasureConfig,
+              expected: dict[str, np.ndarray] | None, rival: _Rival | None = None) -> _Timed:
+        """Time reference and candidate interleaved (alternating order) on their own buffers; with a rival, the
+        three in rotating order, so each holds each position equally often.
 
         Before every launch, outside its timed event, outputs are poisoned again and inout buffers restored,
         so a kernel cannot find its previous results and skip work; the last launch of each batch and one
@@ -421,9 +467,11 @@ class Harness:
         speedup's bootstrap interval is wider than ``config.ci_target``, within ``config.max_timing_seconds``.
         """
         runner = self.runner
+        ref_kernel, ref_geometry, kernel, geometry = ref.kernel, ref.geometry, cand.kernel, cand.geometry
         inputs = self.inputs(task, sizes, config.seeds[0] if config.seeds else 0)
         ref_args, ref_bufs = bind_args(runner, task, sizes, inputs)
         cand_args, cand_bufs = bind_args(runner, task, sizes, inputs)
+        rival_args, rival_bufs = bind_args(runner, task, sizes, inputs) if rival is not None else ([], {})
         fresh = {arg.name: (inputs[arg.name] if arg.intent == "inout" else poison(np.dtype(arg.dtype),
                                                                                   buffer_count(arg, sizes)))
                  for arg in task.spec.args if isinstance(arg, BufferArg) and arg.intent != "in"}
@@ -450,37 +498,47 @@ class Harness:
             runner.flush_caches(working_set)
             return runner.launch(k, args, *geom)
 
+        def output_problems(bufs: dict[str, Any]) -> list[str]:
+            """What is wrong with the outputs a kernel's last launch left in ``bufs``."""
+            assert expected is not None
+            outputs = {name: runner.download(bufs[name], array.dtype, array.size) for name, array in fresh.items()}
+            return compare_outputs(task, expected, outputs) + [f"out-of-bounds write into {name!r}"
+                                                               for name, buf in bufs.items()
+                                                               if not runner.guards_intact(buf)]
+
         def check_candidate(when: str) -> None:
             if expected is None:
                 return
-            outputs = {name: runner.download(cand_bufs[name], array.dtype, array.size) for name, array in fresh.items()}
-            problems = compare_outputs(task, expected, outputs)
-            problems += [f"out-of-bounds write into {name!r}" for name, buf in cand_bufs.items()
-                         if not runner.guards_intact(buf)]
-            if problems:
+            if problems := output_problems(cand_bufs):
                 raise WrongResult(f"results changed during timing ({when}): " + "; ".join(problems))
 
         try:
             warm_ref = [launch(ref_kernel, ref_args, ref_bufs, ref_geometry) for _ in range(max(1, config.warmup))]
             warm_cand = [launch(kernel, cand_args, cand_bufs, geometry) for _ in range(max(1, config.warmup))]
-            total_ns += sum(warm_ref) + sum(warm_cand)
-            per_pair = max(min(warm_ref) + min(warm_cand), 1.0)
-            reps = int(min(config.max_reps, max(config.min_reps, config.target_seconds * 1e9 / per_pair)))
+            warm_rival = [] if rival is None else [launch(rival.kernel, rival_args, rival_bufs, rival.geometry)
+                                                   for _ in range(max(1, config.warmup))]
+            warm_ns = sum(warm_ref) + sum(warm_cand) + sum(warm_rival)
+            per_round = max(min(warm_ref) + min(warm_cand) + min(warm_rival, default=0.0), 1.0)
+            reps = int(min(config.max_reps, max(config.min_reps, config.target_seconds * 1e9 / per_round)))
             ref_t: list[float] = []
             cand_t: list[float] = []
+            rival_t: list[float] = []
             flags: list[str] = []
             batches = 0
+            order = [(ref_t, ref_kernel, ref_args, ref_bufs, ref_geometry),
+                     (cand_t, kernel, cand_args, cand_bufs, geometry)]
+            if rival is not None:
+                order.append((rival_t, rival.kernel, rival_args, rival_bufs, rival.geometry))
             while True:
                 spot = int(rng.integers(0, reps))
                 for i in range(reps):
-                    order = ((ref_t, ref_kernel, ref_args, ref_bufs, ref_geometry),
-                             (cand_t, kernel, cand_args, cand_bufs, geometry))
-                    for samples, k, a, b, g in (order if i % 2 == 0 else order[::-1]):
+                    shift = i % len(order)  # two kernels: alternating; three: rotating
+                    for samples, k, a, b, g in order[shift:] + order[:shift]:
                         samples.append(launch(k, a, b, g))
                         if config.verify_timed and k is kernel and i in (spot, reps - 1):
                             check_candidate(f"batch {batches + 1}, launch {i + 1}")
                 batches += 1
-                total_ns = sum(warm_ref) + sum(warm_cand) + sum(ref_t) + sum(cand_t)
+                total_ns = warm_ns + sum(ref_t) + sum(cand_t) + sum(rival_t)
                 speedup = float(np.median(ref_t) / np.median(cand_t))
                 low, high = speedup_interval(ref_t, cand_t)
                 wide = (high - low) / 2 > config.ci_target * speedup
@@ -505,7 +563,26 @@ class Harness:
                         data = runner.download(buf, arg_in.dtype, arg_in.size)
                         if not same_bytes(data, arg_in):
                             raise WrongResult(f"results changed during timing: read-only input {name!r} was modified")
-            return ref_stats, cand_stats, (low, high), flags, total_ns
+            compared = None
+            if rival is not None:
+                compared, rival_flags = self._compare_rival(rival.candidate, ref_t, cand_t, rival_t,
+                                                            output_problems(rival_bufs) if expected is not None else [])
+                flags += rival_flags
+            return _Timed(ref_stats, cand_stats, (low, high), flags, total_ns, compared)
         finally:
-            for buf in [*ref_bufs.values(), *cand_bufs.values(), *pristine.values()]:
+            for buf in [*ref_bufs.values(), *cand_bufs.values(), *rival_bufs.values(), *pristine.values()]:
                 runner.release(buf)
+
+    @staticmethod
+    def _compare_rival(rival: Candidate, ref_t: list[float], cand_t: list[float], rival_t: list[float],
+                       problems: list[str]) -> tuple[RivalComparison | None, list[str]]:
+        """The paired comparison with the rival, unless its own last timed launch was wrong (then no comparison:
+        a rival that skips work here would make every candidate look slow against it)."""
+        if problems:
+            return None, [f"rival {rival.hash[:12]} dropped: its results during timing were wrong: "
+                          + "; ".join(problems)[:300]]
+        rival_stats = TimingStats.from_samples(rival_t)
+        return RivalComparison(candidate_hash=rival.hash, timing=rival_stats,
+                               speedup=float(np.median(ref_t)) / rival_stats.median_ns,
+                               ratio=rival_stats.median_ns / float(np.median(cand_t)),
+                               ratio_ci=speedup_interval(rival_t, cand_t)), []

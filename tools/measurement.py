@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
+from kernelcast.tools.candidate import Candidate
+
 
 class Status(str, Enum):
     """Outcome of one measurement. Only ``correct`` carries a speedup."""
@@ -127,6 +129,25 @@ class MeasureConfig(BaseModel):
     timeout_s: float = 60.0
     check_correctness: bool = True
     time_kernels: bool = True
+    # a kernel of the same task measured before (the search's incumbent), timed interleaved with the reference
+    # and the candidate: "does the candidate beat it" is then a paired comparison in one session, free of the
+    # drift between measurements minutes apart (docs/architecture.md "Measurement protocol")
+    rival: Candidate | None = None
+
+
+class RivalComparison(BaseModel):
+    """The candidate against the rival kernel timed interleaved with it (MeasureConfig.rival)."""
+
+    candidate_hash: str  # the rival's
+    timing: TimingStats
+    speedup: float  # the rival over the reference, in this session
+    ratio: float  # median(rival) / median(candidate): the candidate's speedup over the rival
+    ratio_ci: tuple[float, float]  # its 95 % bootstrap interval
+
+    @property
+    def beaten(self) -> bool:
+        """Whether the candidate ran faster than the rival (the paired form of S_child > S_rival)."""
+        return self.ratio > 1.0
 
 
 class Measurement(BaseModel):
@@ -143,6 +164,7 @@ class Measurement(BaseModel):
     speedup: float | None = None
     speedup_ci: tuple[float, float] | None = None  # 95 % bootstrap interval of the ratio of medians
     phase: str = "search"  # search | verify | confirm | noise: why the measurement was bought
+    rival: RivalComparison | None = None  # set when MeasureConfig.rival was timed beside the candidate
     flags: list[str] = Field(default_factory=list)
     seeds: list[int] = Field(default_factory=list)
     compile_ms: float | None = None

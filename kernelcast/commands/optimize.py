@@ -51,7 +51,8 @@ class LiveView:
             self.state["in_flight"] = f"{len(event.in_flight)} still running" if event.in_flight else "-"
             self.state["spent"] = event.spent
             self.last = (f"measured {str(payload.get('candidate'))[:8]} ({event.phase}): {event.status}"
-                         + (f" {event.speedup:.3f}x" if event.speedup else ""))
+                         + (f" {event.speedup:.3f}x" if event.speedup else "")
+                         + (f", {event.over_incumbent:.3f}x the incumbent beside it" if event.over_incumbent else ""))
         elif isinstance(event, ev.Learn):
             self.state["forecaster"] = event.model or event.error or ""
         if self.live is not None:
@@ -230,6 +231,8 @@ def show(run_id: str = typer.Argument(...), as_json: bool = typer.Option(False, 
             label, detail = f"route:{event.decision}", event.reason
         elif isinstance(event, ev.Spend):
             label, detail = f"spend:{event.phase}", f"{event.status} {f'{event.speedup:.3f}x' if event.speedup else ''}"
+            if event.over_incumbent is not None:
+                detail += f", {event.over_incumbent:.3f}x the incumbent timed beside it"
         elif isinstance(event, ev.Confirm):
             label = "confirm:incumbent" if event.before_trust else "confirm"
             detail = f"first {event.first or 0:.3f}x, confirmed {event.confirmed or 0:.3f}x {event.interval or ''}"
