@@ -403,6 +403,10 @@ def main() -> None:
                   f"{args.budget} measurements")
     console.print(f"selective decisions taken without a measurement: {trusted_total} of {decisions_total} "
                   f"({trusted_total / max(1, decisions_total):.0%})")
+    paired = sum(row["trust"]["paired"] for row in rows)
+    console.print(f"selective children timed beside the incumbent they were judged against: {paired}; on "
+                  f"{sum(row['trust']['paired_read_otherwise'] for row in rows)} of them that pair and the two speedups "
+                  "measured apart disagree on which kernel was faster")
     console.print(f"median candidates considered per measurement (selective): {statistics.median(per_meas):.1f}"
                   + (f"; triad bandwidth {triad:.1f} GB/s" if triad else ""))
     if args.ablation:

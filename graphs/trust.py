@@ -94,11 +94,16 @@ def beat_incumbent(incumbent: float, speedup: float | None) -> bool:
     return speedup is not None and speedup > incumbent
 
 
+def paired_with_incumbent(record: RouteRecord, m: Measurement) -> bool:
+    """Whether a child's measurement timed the kernel its decision was judged against beside it."""
+    return m.ok and m.rival is not None and m.rival.candidate_hash == record.incumbent_hash
+
+
 def beat_of(record: RouteRecord, m: Measurement) -> bool:
     """Whether a measured child beat the incumbent of its decision: by the paired comparison when the
     incumbent's kernel was timed beside it (against the reference, the speedup is that comparison), else by
     its speedup against the incumbent's, measured apart (older runs, a rival that could not run)."""
-    if m.ok and m.rival is not None and m.rival.candidate_hash == record.incumbent_hash:
+    if paired_with_incumbent(record, m) and m.rival is not None:
         return m.rival.beaten
     return beat_incumbent(record.incumbent or 1.0, m.speedup if m.ok else None)
 
@@ -165,6 +170,8 @@ class TrustSummary(BaseModel):
     spare_beat: int = 0  # of those, how many beat the incumbent of their moment
     considered: int = 0  # candidates with an informative forecast or a measurement
     considered_all: int = 0  # every candidate the router saw
+    paired: int = 0  # measured decisions judged by the child timed beside the incumbent's kernel
+    paired_read_otherwise: int = 0  # of those, how many the two speedups measured apart would have read otherwise
     risk: float | None = None
     false_prunes: AuditRate = AuditRate()
     false_accepts: AuditRate = AuditRate()
@@ -187,6 +194,9 @@ class TrustSummary(BaseModel):
                 f"{self.trusted_accepts} accepted{self._replay_note()}), {self.audits} audited")
         if self.spare:
             text += f"; {self.spare} pruned measured anyway with budget to spare ({self.spare_beat} beat the incumbent)"
+        if self.paired:
+            text += (f"; {self.paired} children timed beside their incumbent (on {self.paired_read_otherwise} the pair "
+                     "and the speedups measured apart disagree on which was faster)")
         fp = self.false_prunes
         if fp.audited:
             text += (f"; false prunes {fp.wrong}/{fp.audited} (95 % CI {fp.interval[0]:.0%}-{fp.interval[1]:.0%})"
@@ -217,6 +227,9 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
     measured_any: set[str] = set()
     for record, m, _ in _decisions(store, run_id):
         out.decisions += 1
+        if m is not None and paired_with_incumbent(record, m):
+            out.paired += 1
+            out.paired_read_otherwise += beat_of(record, m) != beat_incumbent(record.incumbent or 1.0, m.speedup)
         if record.audit:
             out.audits += 1
             if record.trusted_as in audits and m is not None:

@@ -147,7 +147,8 @@ def test_a_run_whose_router_prunes_everything_still_spends_its_budget(tmp_path: 
     judged = {e.candidate_hash: RouteRecord.model_validate(e.payload).incumbent_hash
               for e in store.events(result.run_id, kind="route")}
     assert all(d.incumbent_hash == judged[d.candidate_hash] for d in unbacked)
-    check_pairing(store, result.run_id)
+    assert summary.paired == check_pairing(store, result.run_id)  # each paired measurement judges its decision
+    assert 0 <= summary.paired_read_otherwise <= summary.paired
 
 
 def test_a_confirmation_that_falls_hands_the_lead_to_the_next_kernel() -> None:
