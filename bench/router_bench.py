@@ -8,8 +8,8 @@ learned forecaster is trained on a dataset store (`kernelcast dataset build`, ma
 roofline prior and the seed dataset carry it) with the task itself left out. Afterwards a sample of the
 selective router's pruned and unverified-accepted candidates is measured outside the budget to estimate
 how often trusting the forecast was right against the incumbent of its moment, head to head with the
-incumbent's kernel (three interleaved rounds each, medians compared; ``--recheck`` repeats the checks of an
-earlier bench's folder); the in-budget audits
+incumbent's kernel (three measurements of the child timed interleaved with the incumbent's kernel, the
+median ratio; ``--recheck`` repeats the checks of an earlier bench's folder); the in-budget audits
 give the measured false-prune rate with its interval, beside the bound. Memory-bound tasks are compared
 with the device probe's bandwidth (the forecaster's triad), measured in the same run.
 
@@ -77,7 +77,7 @@ def first_reaching(curve: list[float], target: float, tolerance: float) -> int |
     return None
 
 
-CHECK_ROUNDS = 3  # rounds of a check: the child and the incumbent's kernel measured in turn, medians compared
+CHECK_ROUNDS = 3  # measurements of a check: the child timed beside the incumbent's kernel, the median ratio
 FINAL_ROUNDS = 5  # rounds in which the arms' best kernels are measured in turn, medians compared
 
 
@@ -129,6 +129,8 @@ def head_to_head(store: Store, worker: MeasurementWorker, task_name: str, child:
     the reference (``incumbent`` None) the speedup is the pair."""
     task = resolve_task(task_name)
     rival = None if incumbent is None else store.candidate(incumbent)
+    if incumbent is not None and rival is None:
+        raise SystemExit(f"{task_name}: the incumbent {incumbent} of a checked decision is missing from {store.path}")
     config = MeasureConfig(sizes=sizes, rival=rival)
     candidate = store.candidate(child)
     ratios: list[float | None] = []

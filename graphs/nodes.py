@@ -180,7 +180,9 @@ class SearchNodes:
         assert all(c is not None for c in dispatch), "a candidate is missing from the store"
         config = confirmation_config(ctx.measure_config) if phase == "confirm" else ctx.measure_config
         if rival is not None and rival != ctx.task.reference().hash:  # against the reference: the speedup itself
-            config = config.model_copy(update={"rival": ctx.store.candidate(rival)})
+            incumbent = ctx.store.candidate(rival)
+            assert incumbent is not None, f"the incumbent {rival} is missing from the store"
+            config = config.model_copy(update={"rival": incumbent})
         if dispatch:
             ctx.emit(ev.InFlight(phase=phase, workers=ctx.measurer.parallelism,
                                  candidates=[c.hash for c in dispatch if c is not None]), store=False)

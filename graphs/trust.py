@@ -170,7 +170,7 @@ class TrustSummary(BaseModel):
     spare_beat: int = 0  # of those, how many beat the incumbent of their moment
     considered: int = 0  # candidates with an informative forecast or a measurement
     considered_all: int = 0  # every candidate the router saw
-    paired: int = 0  # measured decisions judged by the child timed beside the incumbent's kernel
+    paired: int = 0  # calibration rows judged by the child timed beside the incumbent's kernel
     paired_read_otherwise: int = 0  # of those, how many the two speedups measured apart would have read otherwise
     risk: float | None = None
     false_prunes: AuditRate = AuditRate()
@@ -195,7 +195,7 @@ class TrustSummary(BaseModel):
         if self.spare:
             text += f"; {self.spare} pruned measured anyway with budget to spare ({self.spare_beat} beat the incumbent)"
         if self.paired:
-            text += (f"; {self.paired} children timed beside their incumbent (on {self.paired_read_otherwise} the pair "
+            text += (f"; {self.paired} calibration rows timed beside their incumbent (on {self.paired_read_otherwise} the pair "
                      "and the speedups measured apart disagree on which was faster)")
         fp = self.false_prunes
         if fp.audited:
@@ -227,7 +227,7 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
     measured_any: set[str] = set()
     for record, m, _ in _decisions(store, run_id):
         out.decisions += 1
-        if m is not None and paired_with_incumbent(record, m):
+        if m is not None and record.p_beat is not None and paired_with_incumbent(record, m):  # a calibration row
             out.paired += 1
             out.paired_read_otherwise += beat_of(record, m) != beat_incumbent(record.incumbent or 1.0, m.speedup)
         if record.audit:

@@ -123,6 +123,12 @@ def test_a_rival_that_is_wrong_during_timing_is_dropped_not_trusted(task: Task, 
     m = worker.measure(task, fast_add(task), CONFIG.model_copy(update={"rival": lazy}))
     assert m.ok and m.rival is None
     assert any("rival" in f and "wrong" in f for f in m.flags), m.flags
+    # one that writes into its read-only input: its own copy, so the candidate's inputs stay intact
+    vandal = task.reference().model_copy(update={"source": task.source.replace(
+        "c[i] = s / 128.0f;", "c[i] = s / 128.0f; ((__global float *)a)[i] = 0.0f;")})
+    m = worker.measure(task, fast_add(task), CONFIG.model_copy(update={"rival": vandal}))
+    assert m.ok and m.rival is None, m.reason
+    assert any(f.startswith("rival") and "dropped" in f for f in m.flags), m.flags
 
 
 def test_a_rival_that_cannot_run_costs_the_comparison_only(task: Task, worker: MeasurementWorker) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from itertools import permutations
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -452,7 +453,7 @@ class Harness:
                 raise InvalidCandidate(f"it belongs to task {rival.task!r}")
             geometry = resolve_geometry(rival, sizes, max_wg)
             kernel, _, _ = self.build(task, rival)
-        except (InvalidCandidate, SignatureError, CompileError) as exc:
+        except (InvalidCandidate, SignatureError, CompileError, DeviceRuntimeError) as exc:
             return None, [f"rival {rival.hash[:12]} not timed: {str(exc)[:200]}"]
         return _Rival(kernel, geometry, rival), []
 
@@ -471,7 +472,14 @@ class Harness:
         inputs = self.inputs(task, sizes, config.seeds[0] if config.seeds else 0)
         ref_args, ref_bufs = bind_args(runner, task, sizes, inputs)
         cand_args, cand_bufs = bind_args(runner, task, sizes, inputs)
-        rival_args, rival_bufs = bind_args(runner, task, sizes, inputs) if rival is not None else ([], {})
+        rival_args: list[Any] = []
+        rival_bufs: dict[str, Any] = {}
+        rival_problems: list[str] = []  # anything wrong with the rival drops it, never the candidate
+        if rival is not None:
+            try:
+                rival_args, rival_bufs = bind_args(runner, task, sizes, inputs)
+            except DeviceRuntimeError as exc:
+                rival_problems.append(f"its buffers could not be allocated: {exc}")
         fresh = {arg.name: (inputs[arg.name] if arg.intent == "inout" else poison(np.dtype(arg.dtype),
                                                                                   buffer_count(arg, sizes)))
                  for arg in task.spec.args if isinstance(arg, BufferArg) and arg.intent != "in"}
@@ -512,11 +520,24 @@ class Harness:
             if problems := output_problems(cand_bufs):
                 raise WrongResult(f"results changed during timing ({when}): " + "; ".join(problems))
 
+        def check_rival(when: str) -> None:
+            if expected is not None and (problems := output_problems(rival_bufs)):
+                rival_problems.append(f"its results were wrong during timing ({when}): " + "; ".join(problems))
+
+        def launch_rival() -> float | None:
+            """The rival's launch time, or None once it failed (a rival's failure costs the comparison only)."""
+            assert rival is not None
+            try:
+                return launch(rival.kernel, rival_args, rival_bufs, rival.geometry)
+            except Exception as exc:  # noqa: BLE001 - whatever the rival does, the candidate's measurement stands
+                rival_problems.append(f"its launch failed: {type(exc).__name__}: {exc}")
+                return None
+
         try:
             warm_ref = [launch(ref_kernel, ref_args, ref_bufs, ref_geometry) for _ in range(max(1, config.warmup))]
             warm_cand = [launch(kernel, cand_args, cand_bufs, geometry) for _ in range(max(1, config.warmup))]
-            warm_rival = [] if rival is None else [launch(rival.kernel, rival_args, rival_bufs, rival.geometry)
-                                                   for _ in range(max(1, config.warmup))]
+            warm_rival = [t for _ in range(max(1, config.warmup)) if rival is not None and not rival_problems
+                          and (t := launch_rival()) is not None]
             warm_ns = sum(warm_ref) + sum(warm_cand) + sum(warm_rival)
             per_round = max(min(warm_ref) + min(warm_cand) + min(warm_rival, default=0.0), 1.0)
             reps = int(min(config.max_reps, max(config.min_reps, config.target_seconds * 1e9 / per_round)))
@@ -525,18 +546,23 @@ class Harness:
             rival_t: list[float] = []
             flags: list[str] = []
             batches = 0
-            order = [(ref_t, ref_kernel, ref_args, ref_bufs, ref_geometry),
-                     (cand_t, kernel, cand_args, cand_bufs, geometry)]
-            if rival is not None:
-                order.append((rival_t, rival.kernel, rival_args, rival_bufs, rival.geometry))
             while True:
                 spot = int(rng.integers(0, reps))
                 for i in range(reps):
-                    shift = i % len(order)  # two kernels: alternating; three: rotating
-                    for samples, k, a, b, g in order[shift:] + order[:shift]:
-                        samples.append(launch(k, a, b, g))
-                        if config.verify_timed and k is kernel and i in (spot, reps - 1):
-                            check_candidate(f"batch {batches + 1}, launch {i + 1}")
+                    # every order of the kernels in turn: two alternate; with a rival, all six orders
+                    timed = ["ref", "cand"] + (["rival"] if rival is not None and not rival_problems else [])
+                    orders = list(permutations(timed))
+                    for which in orders[i % len(orders)]:
+                        if which == "ref":
+                            ref_t.append(launch(ref_kernel, ref_args, ref_bufs, ref_geometry))
+                        elif which == "cand":
+                            cand_t.append(launch(kernel, cand_args, cand_bufs, geometry))
+                            if config.verify_timed and i in (spot, reps - 1):
+                                check_candidate(f"batch {batches + 1}, launch {i + 1}")
+                        elif not rival_problems and (t := launch_rival()) is not None:
+                            rival_t.append(t)
+                            if config.verify_timed and i in (spot, reps - 1):
+                                check_rival(f"batch {batches + 1}, launch {i + 1}")
                 batches += 1
                 total_ns = warm_ns + sum(ref_t) + sum(cand_t) + sum(rival_t)
                 speedup = float(np.median(ref_t) / np.median(cand_t))
@@ -557,30 +583,34 @@ class Harness:
             if implausible:
                 flags.append(f"implausible: speedup {speedup:.2f}x confirmed by re-measurement")
             if config.verify_timed and expected is not None:
-                for name, buf in cand_bufs.items():
-                    arg_in = inputs.get(name)
-                    if arg_in is not None and name not in fresh:
-                        data = runner.download(buf, arg_in.dtype, arg_in.size)
-                        if not same_bytes(data, arg_in):
-                            raise WrongResult(f"results changed during timing: read-only input {name!r} was modified")
+                if modified := self._modified_inputs(cand_bufs, inputs, fresh):
+                    raise WrongResult(f"results changed during timing: read-only input {modified[0]!r} was modified")
+                if rival is not None and not rival_problems:
+                    rival_problems += [f"it modified its read-only input {name!r}"
+                                       for name in self._modified_inputs(rival_bufs, inputs, fresh)]
             compared = None
             if rival is not None:
-                compared, rival_flags = self._compare_rival(rival.candidate, ref_t, cand_t, rival_t,
-                                                            output_problems(rival_bufs) if expected is not None else [])
+                compared, rival_flags = self._compare_rival(rival.candidate, ref_t, cand_t, rival_t, rival_problems)
                 flags += rival_flags
             return _Timed(ref_stats, cand_stats, (low, high), flags, total_ns, compared)
         finally:
             for buf in [*ref_bufs.values(), *cand_bufs.values(), *rival_bufs.values(), *pristine.values()]:
                 runner.release(buf)
 
+    def _modified_inputs(self, bufs: dict[str, Any], inputs: dict[str, np.ndarray], written: dict[str, Any]
+                         ) -> list[str]:
+        """The read-only inputs among ``bufs`` that no longer hold their seeded values."""
+        return [name for name, buf in bufs.items()
+                if (arg_in := inputs.get(name)) is not None and name not in written
+                and not same_bytes(self.runner.download(buf, arg_in.dtype, arg_in.size), arg_in)]
+
     @staticmethod
     def _compare_rival(rival: Candidate, ref_t: list[float], cand_t: list[float], rival_t: list[float],
                        problems: list[str]) -> tuple[RivalComparison | None, list[str]]:
-        """The paired comparison with the rival, unless its own last timed launch was wrong (then no comparison:
-        a rival that skips work here would make every candidate look slow against it)."""
-        if problems:
-            return None, [f"rival {rival.hash[:12]} dropped: its results during timing were wrong: "
-                          + "; ".join(problems)[:300]]
+        """The paired comparison with the rival, unless anything went wrong with it (then no comparison: a rival
+        that skips work during timing would make every candidate look slow against it)."""
+        if problems or not rival_t:
+            return None, [f"rival {rival.hash[:12]} dropped: " + "; ".join(problems or ["it was never timed"])[:300]]
         rival_stats = TimingStats.from_samples(rival_t)
         return RivalComparison(candidate_hash=rival.hash, timing=rival_stats,
                                speedup=float(np.median(ref_t)) / rival_stats.median_ns,

@@ -120,7 +120,7 @@ class MeasureConfig(BaseModel):
     max_reps: int = 50  # per batch; more batches are added while the speedup's interval is too wide
     target_seconds: float = 0.25  # per kernel, for the first timing batch
     ci_target: float = 0.04  # stop adding batches once the 95 % interval's half-width is within 4 % of the speedup
-    max_timing_seconds: float = 3.0  # bound on the adaptive phase (device time of both kernels)
+    max_timing_seconds: float = 3.0  # bound on the adaptive phase (device time of every kernel timed)
     max_batches: int = 4
     verify_timed: bool = True  # check the outputs of timed launches and a final launch on fresh inputs
     cv_limit: float = 0.10
