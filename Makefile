@@ -10,6 +10,10 @@ BUDGET ?= 24
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	# the test server's llama.cpp is built portable: compiled for the host CPU (GGML_NATIVE, its default) it died
+	# with SIGSEGV at its first completion on a Xeon with AMX (2026-12-03); not from pip's cache, which may hold a
+	# native build from another CPU under the same name
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PY) -m pip install --quiet --no-cache-dir "llama-cpp-python[server]>=0.3"
 	$(PY) -m pip install --quiet -e ".[test,local-llm]"
 	touch $@
 
