@@ -179,7 +179,7 @@ class SearchNodes:
         dispatch = [ctx.store.candidate(key) for key in fresh[:allowed]]
         assert all(c is not None for c in dispatch), "a candidate is missing from the store"
         config = confirmation_config(ctx.measure_config) if phase == "confirm" else ctx.measure_config
-        if rival is not None and rival != ctx.task.reference().hash:  # against the reference: the speedup itself
+        if rival is not None:  # never the reference: against it the speedup itself is the pair (incumbent_of)
             incumbent = ctx.store.candidate(rival)
             assert incumbent is not None, f"the incumbent {rival} is missing from the store"
             config = config.model_copy(update={"rival": incumbent})

@@ -23,7 +23,7 @@ from kernelcast.agents.risk_control import (SEED_REPLAY, CalibrationRow, TrustTh
                                             clopper_pearson_interval)
 from kernelcast.graphs.events import Route, Spend
 from kernelcast.graphs.state import NodeRecord
-from kernelcast.tools.measurement import Measurement, Status
+from kernelcast.tools.measurement import Measurement, RivalComparison, Status
 from kernelcast.tools.store import EventRecord, Store
 
 MAX_RUNS = 500  # calibration reads the latest runs of the device
@@ -46,7 +46,7 @@ def _decisions(store: Store, run_id: str) -> Iterable[tuple[RouteRecord, Measure
             continue
         record = RouteRecord.model_validate(event.payload)
         ms = measured.get(event.candidate_hash or "", [])
-        paired = [m for m in ms if m.rival is not None and m.rival.candidate_hash == record.incumbent_hash]
+        paired = [m for m in ms if pair_of(record, m) is not None]
         yield record, paired[-1] if paired else ms[-1] if ms else None, stage
 
 
@@ -94,17 +94,17 @@ def beat_incumbent(incumbent: float, speedup: float | None) -> bool:
     return speedup is not None and speedup > incumbent
 
 
-def paired_with_incumbent(record: RouteRecord, m: Measurement) -> bool:
-    """Whether a child's measurement timed the kernel its decision was judged against beside it."""
-    return m.ok and m.rival is not None and m.rival.candidate_hash == record.incumbent_hash
+def pair_of(record: RouteRecord, m: Measurement) -> RivalComparison | None:
+    """The child against the kernel its decision was judged against, when the measurement timed it beside."""
+    return m.rival if m.ok and m.rival is not None and m.rival.candidate_hash == record.incumbent_hash else None
 
 
 def beat_of(record: RouteRecord, m: Measurement) -> bool:
     """Whether a measured child beat the incumbent of its decision: by the paired comparison when the
     incumbent's kernel was timed beside it (against the reference, the speedup is that comparison), else by
     its speedup against the incumbent's, measured apart (older runs, a rival that could not run)."""
-    if paired_with_incumbent(record, m) and m.rival is not None:
-        return m.rival.beaten
+    if (pair := pair_of(record, m)) is not None:
+        return pair.beaten
     return beat_incumbent(record.incumbent or 1.0, m.speedup if m.ok else None)
 
 
@@ -227,7 +227,7 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
     measured_any: set[str] = set()
     for record, m, _ in _decisions(store, run_id):
         out.decisions += 1
-        if m is not None and record.p_beat is not None and paired_with_incumbent(record, m):  # a calibration row
+        if m is not None and record.p_beat is not None and pair_of(record, m) is not None:  # a calibration row
             out.paired += 1
             out.paired_read_otherwise += beat_of(record, m) != beat_incumbent(record.incumbent or 1.0, m.speedup)
         if record.audit:

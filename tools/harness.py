@@ -5,7 +5,8 @@ inputs; outputs poisoned before every launch; guard zones around every
 buffer; read-only inputs verified unchanged; correctness on several seeds
 against the reference's outputs; warm-up, then reference and candidate timed
 interleaved by device events (with a rival kernel, when asked, for a paired
-comparison); noisy or implausible results re-measured and flagged. Process isolation is :mod:`kernelcast.tools.worker`'s job.
+comparison); noisy or implausible results re-measured and flagged. Process
+isolation is :mod:`kernelcast.tools.worker`'s job.
 """
 
 from __future__ import annotations
@@ -460,7 +461,7 @@ class Harness:
     def _time(self, task: Task, ref: _Kernel, cand: _Kernel, sizes: dict[str, int], config: MeasureConfig,
               expected: dict[str, np.ndarray] | None, rival: _Rival | None = None) -> _Timed:
         """Time reference and candidate interleaved (alternating order) on their own buffers; with a rival, the
-        three in rotating order, so each holds each position equally often.
+        three in all six orders in turn, so each kernel precedes each other equally often.
 
         Before every launch, outside its timed event, outputs are poisoned again and inout buffers restored,
         so a kernel cannot find its previous results and skip work; the last launch of each batch and one
@@ -546,12 +547,13 @@ class Harness:
             rival_t: list[float] = []
             flags: list[str] = []
             batches = 0
+            # every order of the kernels in turn: two alternate; with a rival, all six orders (until it is dropped)
+            pair_orders = list(permutations(["ref", "cand"]))
+            rival_orders = list(permutations(["ref", "cand", "rival"]))
             while True:
                 spot = int(rng.integers(0, reps))
                 for i in range(reps):
-                    # every order of the kernels in turn: two alternate; with a rival, all six orders
-                    timed = ["ref", "cand"] + (["rival"] if rival is not None and not rival_problems else [])
-                    orders = list(permutations(timed))
+                    orders = rival_orders if rival is not None and not rival_problems else pair_orders
                     for which in orders[i % len(orders)]:
                         if which == "ref":
                             ref_t.append(launch(ref_kernel, ref_args, ref_bufs, ref_geometry))
