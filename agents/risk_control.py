@@ -31,6 +31,14 @@ calibration rows, the chosen rule's false-decision share is at most ``risk``, po
 enough rows at it (for decisions exchangeable with the calibration rows of their group). Too few rows give no
 threshold at all: nothing is trusted and everything goes to the hardware.
 
+A run is on one task, so when the calibration rows hold enough of that very task's decisions (``group``), they
+alone certify: the guarantee is then on the run's own task, which is the share the user's ``--risk`` is about,
+and another task's rows can neither loosen nor block it (router_bench, 6 built-ins on a device new to the seed:
+with every group required to pass, 34 replayed gemv rows with 3 beats at P(beat) <= 0.02 ended the sequence for
+every task at 0.02 in the 8-15 measurement bucket, while softmax's own 430 rows certify 0.3). Which rows certify
+depends on their count alone, never on their outcomes. A task with too few rows of its own (a user's task the
+seed never saw) keeps the rule above: pooled, and on every group with enough rows.
+
 :func:`certify_stage` chooses the rows for one stage of a run: the device's own once it has enough, until then
 the seed's replayed decisions (:mod:`kernelcast.agents.replay_calibration`), whose thresholds the device's own
 rows may withdraw but never loosen.
@@ -40,7 +48,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -77,6 +85,7 @@ class TrustThresholds:
     prune_bound: float | None = None  # the Clopper-Pearson upper bound of false prunes at the chosen threshold
     accept_bound: float | None = None
     source: str = DEVICE_RECORD  # whose rows certified: the device's own decisions, or the seed's replayed ones
+    certified_on: str = ""  # the task whose rows alone certified ("" : every task's rows, pooled and per task)
     prune_limited_by: str = ""  # the group whose bound ended the prune sequence ("" : the pooled rows, or none)
     withdrawn: tuple[str, ...] = ()  # replayed certificates the device's own record refuted ("prune", "accept")
 
@@ -100,6 +109,7 @@ class TrustThresholds:
 
     def describe(self) -> str:
         parts = [f"risk {self.risk:.0%} at {1 - self.delta:.0%} confidence, {self.n_calibration} calibration rows"
+                 + (f" of {self.certified_on}" if self.certified_on else "")
                  + (" replayed from the seed" if self.source == SEED_REPLAY else "")]
         parts.append(f"prune p <= {self.prune_below:.3g}" if self.prune_below is not None else "no pruning")
         if self.prune_limited_by:
@@ -151,18 +161,37 @@ def fit_thresholds(rows: Sequence[CalibrationRow], risk: float = DEFAULT_RISK, d
                            prune_limited_by=limited_by)
 
 
-def certify_stage(own: Sequence[CalibrationRow], replayed: Sequence[CalibrationRow], risk: float = DEFAULT_RISK,
+def rows_of_group(rows: Sequence[CalibrationRow], group: str, risk: float = DEFAULT_RISK,
+                  delta: float = DEFAULT_DELTA) -> tuple[list[CalibrationRow], str]:
+    """(the rows that certify a run on ``group``, the group they are limited to): the group's own rows when
+    they number enough to certify with one false decision among them, else all rows ("")."""
+    own = [r for r in rows if group and r.group == group]
+    if own and len(own) >= rows_to_certify(risk, delta, errors=1):
+        return own, group
+    return list(rows), ""
+
+
+def fit_for_group(rows: Sequence[CalibrationRow], group: str, risk: float = DEFAULT_RISK,
                   delta: float = DEFAULT_DELTA) -> TrustThresholds:
-    """Thresholds for one stage bucket: the device's own rows once it has ``OWN_ROWS_TO_SWITCH`` of them, until
-    then the seed's replayed rows, each threshold withdrawn if the device's own rows refute it.
+    """:func:`fit_thresholds` on the rows that certify a run on ``group`` (:func:`rows_of_group`)."""
+    chosen, on = rows_of_group(rows, group, risk, delta)
+    return replace(fit_thresholds(chosen, risk, delta), certified_on=on)
+
+
+def certify_stage(own: Sequence[CalibrationRow], replayed: Sequence[CalibrationRow], risk: float = DEFAULT_RISK,
+                  delta: float = DEFAULT_DELTA, group: str = "") -> TrustThresholds:
+    """Thresholds for one stage bucket of a run on ``group`` (its task; "" : unknown): the device's own rows
+    once it has ``OWN_ROWS_TO_SWITCH`` of them, until then the seed's replayed rows, each limited to the
+    group's own when it has enough (:func:`rows_of_group`), and each replayed threshold withdrawn if the
+    device's own rows refute it.
 
     Which source certifies depends on a count alone, so each keeps its guarantee (for decisions exchangeable
     with its rows). A refutation: among the device's own rows the threshold would have trusted, the false
     share's lower confidence bound (at 1 - delta) exceeds ``risk``. It can only withdraw trust, never add it.
     """
     if len(own) >= OWN_ROWS_TO_SWITCH or not replayed:
-        return fit_thresholds(own, risk, delta)
-    fitted = fit_thresholds(replayed, risk, delta)
+        return fit_for_group(own, group, risk, delta)
+    fitted = fit_for_group(replayed, group, risk, delta)
     p = np.array([r.p_beat for r in own], dtype=np.float64)
     beat = np.array([r.beat for r in own], dtype=bool)
     groups = np.array([r.group for r in own], dtype=object)
@@ -175,7 +204,8 @@ def certify_stage(own: Sequence[CalibrationRow], replayed: Sequence[CalibrationR
     return TrustThresholds(prune, accept, risk, delta, fitted.n_calibration,
                            fitted.prune_bound if prune is not None else None,
                            fitted.accept_bound if accept is not None else None, source=SEED_REPLAY,
-                           prune_limited_by=fitted.prune_limited_by, withdrawn=tuple(withdrawn))
+                           prune_limited_by=fitted.prune_limited_by, withdrawn=tuple(withdrawn),
+                           certified_on=fitted.certified_on)
 
 
 def clopper_pearson_lower(errors: int, n: int, delta: float) -> float:
@@ -225,4 +255,5 @@ def _fixed_sequence(trusted_sets: list[np.ndarray], wrong: np.ndarray, groups: n
 
 __all__ = ["ACCEPT_GRID", "CalibrationRow", "DEFAULT_DELTA", "DEFAULT_RISK", "DEVICE_RECORD", "OWN_ROWS_TO_SWITCH",
            "PRUNE_GRID", "SEED_REPLAY", "TrustThresholds", "certify_stage", "clopper_pearson_interval",
-           "clopper_pearson_lower", "clopper_pearson_upper", "fit_thresholds", "rows_to_certify"]
+           "clopper_pearson_lower", "clopper_pearson_upper", "fit_for_group", "fit_thresholds", "rows_of_group",
+           "rows_to_certify"]

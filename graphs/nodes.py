@@ -116,10 +116,20 @@ def still_to_confirm(nodes: Mapping[str, NodeRecord], config: RunConfig) -> list
 
 
 class SearchNodes:
-    """Node functions bound to one run's context."""
+    """Node functions bound to one run's context.
 
-    def __init__(self, ctx: RunContext) -> None:
+    ``carry_over``: a child the router left unmeasured for want of a round's room ("drop") stays a candidate,
+    forecast again and routed again with each later round's children against that round's incumbent, until it
+    is measured, trusted, or the budget ends. A first round proposes a template's whole opening design and
+    measures a few of it; the forecaster learns from those few, and only then can it tell which of the rest to
+    measure and which to prune (router_bench, 6 built-ins: 678 of 1,539 decisions were first-round children
+    dropped unseen by any measurement). A session keeps each submission's verdicts final instead (its caller
+    reads them), so it does not carry over.
+    """
+
+    def __init__(self, ctx: RunContext, carry_over: bool = True) -> None:
         self.ctx = ctx
+        self.carry_over = carry_over
         self.taught = 0  # run measurements the forecaster has learned from (0 again after a resume)
 
     # ---- helpers ------------------------------------------------------------------
@@ -235,8 +245,10 @@ class SearchNodes:
     def select(self, state: SearchState) -> dict[str, Any]:
         parent = puct.select(state["nodes"], self.ctx.config.puct_c)
         if parent is None:
-            return {"finished": True, "stop_reason": "nothing left to expand", "parent": None, "children": []}
-        return {"parent": parent, "iteration": state["iteration"] + 1, "children": [], "to_measure": []}
+            return {"finished": True, "stop_reason": "nothing left to expand", "parent": None, "children": [],
+                    "carried": []}
+        return {"parent": parent, "iteration": state["iteration"] + 1, "children": [], "to_measure": [],
+                "carried": []}
 
     def generate(self, state: SearchState) -> dict[str, Any]:
         ctx = self.ctx
@@ -312,21 +324,35 @@ class SearchNodes:
                               model=getattr(ctx.forecaster, "model_name", "")))
 
     def forecast(self, state: SearchState) -> dict[str, Any]:
+        """Forecast the round's children, and again the children carried over from earlier rounds (the
+        forecaster has learned since: their routing reads the new forecast, which the store keeps too)."""
         ctx = self.ctx
         self.teach_forecaster()
         nodes = TreeEdit(state["nodes"])
-        keys = state["children"]
+        carried = self.carried(nodes, state["children"])
+        keys = [*state["children"], *carried]
         forecasts = self._forecasts(keys)
         expected = {}
         for key, fc in zip(keys, forecasts):
             nodes[key]["forecast"] = node_forecast(fc)
             expected[key] = fc.expected_log_speedup
             record_forecast(ctx.store, fc, ctx.task.name, key, ctx.hardware.key, run_id=ctx.run_id)
-        for key, prior in puct.rank_priors(expected).items():
+        new = set(state["children"])
+        for key, prior in puct.rank_priors({k: v for k, v in expected.items() if k in new}).items():
             nodes[key]["prior"] = prior
         ctx.emit(ev.ForecastRound(n=len(keys), failed=sum(1 for f in forecasts if f.failed)),
                  candidate_hash=state["parent"], store=False)
-        return {"nodes": nodes.changes()}
+        return {"nodes": nodes.changes(), "carried": carried}
+
+    def carried(self, nodes: Mapping[str, NodeRecord], children: list[str]) -> list[str]:
+        """Children of earlier rounds left unmeasured for want of room, routed again this round (oldest
+        first); none without ``carry_over``."""
+        if not self.carry_over:
+            return []
+        new = set(children)
+        return sorted((k for k, n in nodes.items() if n["outcome"] == "dropped" and n["speedup"] is None
+                       and n["forecast"] is not None and k not in new),
+                      key=lambda k: (nodes[k]["iteration"], k))
 
     def route(self, state: SearchState) -> dict[str, Any]:
         """Route on P(child beats the incumbent), trusting forecasts only as far as calibration certifies
@@ -335,8 +361,10 @@ class SearchNodes:
         ctx = self.ctx
         nodes = TreeEdit(state["nodes"])
         best, to_best = state.get("best"), state.get("measurements_to_best", 0)
-        trust, audits, stage = self.trust_now(state["children"])
-        items = self.routing_items(nodes, best, state["children"])
+        carried = set(state.get("carried", []))
+        children = [*state["children"], *state.get("carried", [])]
+        trust, audits, stage = self.trust_now(children)
+        items = self.routing_items(nodes, best, children)
         while best is not None and nodes[best]["confirmed"] is None:
             # a confirmation bought before a kill replays the path that bought it, whatever the trigger says now
             stored = self.confirmed_before_a_kill(best)
@@ -347,20 +375,21 @@ class SearchNodes:
                 break
             best, to_best = self.confirm_incumbent(nodes, best, to_best)
             # a decision's calibration row reads its child's latest measurement, so a confirmation can move them
-            trust, audits, stage = self.trust_now(state["children"])
-            items = self.routing_items(nodes, best, state["children"])
+            trust, audits, stage = self.trust_now(children)
+            items = self.routing_items(nodes, best, children)
         incumbent, incumbent_hash = incumbent_of(nodes, best)
         informative = {it.hash: not it.failed for it in items}
         decisions = ctx.router.route(items, self.allowance(nodes), trust=trust, audits=audits)
         to_measure = []
         for key, routed in decisions.items():
             node = nodes[key]
-            node["reason"] = routed.reason
+            reason = ("carried over from round " + str(node["iteration"]) + ": " if key in carried else "") + routed.reason
+            node["reason"] = reason
             if routed.decision == "measure":
                 to_measure.append(key)
             else:
                 node["outcome"] = DECISION_OUTCOME[routed.decision].value  # plain str in checkpoints
-            ctx.emit(ev.Route(decision=routed.decision, reason=routed.reason, p_beat=routed.p_beat,
+            ctx.emit(ev.Route(decision=routed.decision, reason=reason, p_beat=routed.p_beat,
                               incumbent=incumbent, incumbent_hash=incumbent_hash, audit=routed.audit,
                               trusted_as=routed.trusted_as,
                               informative=informative[key], spare=routed.spare, stage=stage,
@@ -384,7 +413,7 @@ class SearchNodes:
     def trust_now(self, children: list[str]) -> tuple[TrustThresholds, int, int]:
         """(the thresholds a round of ``children`` may trust, the audits it may spend, the run's stage)."""
         from kernelcast.agents.blended_forecaster import WRITTEN, family
-        from kernelcast.graphs.trust import RouteRecord, stage_of, trust_for
+        from kernelcast.graphs.trust import RouteRecord, calibration_group, stage_of, trust_for
 
         ctx = self.ctx
         stage = stage_of(ctx.store, ctx.run_id)
@@ -394,7 +423,8 @@ class SearchNodes:
         # derived points needs the device's own rows
         replayed = ctx.config.trust_seed_replay and all(
             (cand := ctx.store.candidate(key)) is not None and family(cand) == WRITTEN for key in children)
-        trust = trust_for(ctx.store, ctx.hardware.key, stage, ctx.config.risk, replayed=replayed)
+        trust = trust_for(ctx.store, ctx.hardware.key, stage, ctx.config.risk, replayed=replayed,
+                          group=calibration_group(ctx.task))
         spent_on_audits = sum(1 for e in ctx.store.events(ctx.run_id, kind="route")
                               if RouteRecord.model_validate(e.payload).audit)
         return trust, max(0, int(ctx.config.audit_share * ctx.config.budget) - spent_on_audits), stage

@@ -84,7 +84,7 @@ class SessionNodes:
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
-        self.search = SearchNodes(ctx)
+        self.search = SearchNodes(ctx, carry_over=False)  # a caller reads each submission's verdicts
 
     def await_candidates(self, state: SessionState) -> dict[str, Any]:
         command: SessionCommand = interrupt({"kind": "await_candidates", "parent": state.get("parent"),

@@ -106,6 +106,7 @@ class SearchState(TypedDict, total=False):
     nodes: Annotated[dict[str, NodeRecord], merge_nodes]
     parent: str | None
     children: list[str]
+    carried: list[str]  # earlier rounds' children routed again this round (SearchNodes.carried)
     to_measure: list[str]
     empty_rounds: int
     finished: bool

@@ -25,6 +25,7 @@ from kernelcast.graphs.events import Route, Spend
 from kernelcast.graphs.state import NodeRecord
 from kernelcast.tools.measurement import Measurement, RivalComparison, Status
 from kernelcast.tools.store import EventRecord, Store
+from kernelcast.tools.task import Task, builtin_task_paths, load_task
 
 MAX_RUNS = 500  # calibration reads the latest runs of the device
 
@@ -33,16 +34,19 @@ RouteRecord = Route  # the payload of a ``route`` event (older runs lack the tru
 
 
 def _decisions(store: Store, run_id: str) -> Iterable[tuple[RouteRecord, Measurement | None, int]]:
-    """(route record, the measurement that judges it or None, stage) for each logged decision of a run: the
-    child's measurement paired with the decision's incumbent, else its latest; the stage is the run's correct
-    measurements before the decision (:func:`stage_of`)."""
+    """(route record, the measurement that judges it or None, stage) for each child's decision in a run: its
+    last route (a child carried over from round to round is routed each time, and only the last routing
+    decided it); the child's measurement paired with the decision's incumbent, else its latest; the stage is
+    the run's correct measurements before the decision (:func:`stage_of`)."""
     measured: dict[str, list[Measurement]] = {}
     for m in store.measurements(run_id=run_id):
         measured.setdefault(m.candidate_hash, []).append(m)
+    events = store.events(run_id)
+    final = {e.candidate_hash: i for i, e in enumerate(events) if e.kind == "route"}  # a carried child's last
     stage = 0
-    for event in store.events(run_id):
+    for i, event in enumerate(events):
         stage += _is_correct_spend(event)
-        if event.kind != "route":
+        if event.kind != "route" or final[event.candidate_hash] != i:
             continue
         record = RouteRecord.model_validate(event.payload)
         ms = measured.get(event.candidate_hash or "", [])
@@ -80,13 +84,28 @@ def calibration_rows(store: Store, device: str, bucket: int | None = None) -> li
     return rows
 
 
-def trust_for(store: Store, device: str, stage: int, risk: float, replayed: bool = False) -> TrustThresholds:
-    """The thresholds for a decision at ``stage`` on ``device``: certified on the device's own rows of the same
-    stage bucket, or (``replayed``, until the device has enough of them) on the seed's replayed rows, which the
-    device's own record can refute (:func:`kernelcast.agents.risk_control.certify_stage`)."""
+def trust_for(store: Store, device: str, stage: int, risk: float, replayed: bool = False, group: str = ""
+              ) -> TrustThresholds:
+    """The thresholds for a decision at ``stage`` on ``device`` in a run on ``group`` (:func:`calibration_group`):
+    certified on the device's own rows of the same stage bucket, or (``replayed``, until the device has enough
+    of them) on the seed's replayed rows, which the device's own record can refute; in both, the group's own
+    rows alone when they are enough (:func:`kernelcast.agents.risk_control.certify_stage`)."""
     bucket = stage_bucket(stage)
     prior = shipped_by_stage().get(bucket, ()) if replayed else ()
-    return certify_stage(calibration_rows(store, device, bucket), prior, risk)
+    return certify_stage(calibration_rows(store, device, bucket), prior, risk, group=group)
+
+
+def calibration_group(task: Task) -> str:
+    """The group a run's calibration rows are kept under: the task's name, where the name is the task's alone.
+
+    Rows are grouped by task name (a replayed row knows nothing else), so a task loaded from a path that
+    borrows a built-in's name but not its reference kernel gets no group: its run never certifies on the
+    built-in's rows, and takes the rule for a task the calibration rows do not know.
+    """
+    path = builtin_task_paths().get(task.name)
+    if path is None:
+        return task.name
+    return task.name if load_task(path).reference().hash == task.reference().hash else ""
 
 
 def beat_incumbent(incumbent: float, speedup: float | None) -> bool:
@@ -257,5 +276,5 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
 
 
 __all__ = ["AuditRate", "RouteRecord", "TrustSummary", "TrustedDecision", "beat_incumbent", "beat_of",
-           "calibration_rows", "decision_wrong", "live_counts", "stage_of", "trust_for", "trust_summary",
+           "calibration_group", "calibration_rows", "decision_wrong", "live_counts", "stage_of", "trust_for", "trust_summary",
            "trusted_decisions", "wrong_given"]

@@ -93,7 +93,7 @@ class LiveSession:
     def search(self) -> SearchNodes:
         from kernelcast.graphs.nodes import SearchNodes
 
-        return SearchNodes(self.ctx)
+        return SearchNodes(self.ctx, carry_over=False)
 
     def advance(self, graph_input: Any, on_event: EventCallback | None = None) -> None:
         """Run the graph until it waits for the caller again (or ends)."""

@@ -250,3 +250,31 @@ def test_the_devices_own_record_on_one_task_refutes_a_replayed_threshold() -> No
     pooled = [CalibrationRow(r.p_beat, r.beat) for r in clean + bad]
     assert certify_stage(pooled, replayed, risk=0.1).prune_below == threshold  # 12 of 194 refutes nothing
     assert certify_stage(clean + bad, replayed, risk=0.1).withdrawn == ("prune",)
+
+
+def test_a_run_on_a_task_with_rows_enough_is_certified_on_that_tasks_rows_alone() -> None:
+    """One overconfident task must not block trust on the others, nor borrow their record: a run on a task
+    with enough rows of its own is certified on those; a task with too few keeps the rule for all tasks."""
+    rng = np.random.default_rng(6)
+    calibrated = [CalibrationRow(r.p_beat, r.beat, f"task{i}") for i in range(5) for r in _calibrated(rng, 600)]
+    overconfident = [CalibrationRow(q, bool(rng.random() < (0.5 if q > 0.05 else q)), "bad")
+                     for q in rng.uniform(0.0, 0.2, 150).tolist()]
+    rows = calibrated + overconfident
+    everyone = certify_stage([], rows, risk=0.1)
+    good = certify_stage([], rows, risk=0.1, group="task0")
+    bad = certify_stage([], rows, risk=0.1, group="bad")
+    unknown = certify_stage([], rows, risk=0.1, group="a task the rows never saw")
+    assert everyone.prune_below is not None and everyone.prune_limited_by == "bad"
+    assert good.certified_on == "task0" and good.n_calibration == 600 and "of task0" in good.describe()
+    assert good.prune_below == fit_thresholds(calibrated[:600], risk=0.1).prune_below
+    assert good.prune_below is not None and good.prune_below > everyone.prune_below  # no longer held by "bad"
+    assert bad.certified_on == "bad" and (bad.prune_below is None or bad.prune_below <= 0.05)
+    assert unknown.certified_on == "" and unknown.prune_below == everyone.prune_below
+    # how many rows make a group certify alone is a count: below it, the rule for all tasks applies
+    few = [CalibrationRow(0.01, False, "few")] * (rows_to_certify(0.1, 0.1, errors=1) - 1)
+    assert certify_stage([], rows + few, risk=0.1, group="few").certified_on == ""
+    # the device's own record, once it certifies alone, is limited to the run's task the same way
+    own = [CalibrationRow(r.p_beat, r.beat, "task0") for r in _calibrated(rng, OWN_ROWS_TO_SWITCH)]
+    switched = certify_stage(own + overconfident, rows, risk=0.1, group="task0")
+    assert switched.source == DEVICE_RECORD and switched.certified_on == "task0"
+    assert switched.n_calibration == OWN_ROWS_TO_SWITCH

@@ -332,3 +332,21 @@ def test_chat_slash_commands_drive_a_session(home: Path, tmp_path: Path) -> None
         assert "awaiting_candidates" in chat.send("/status").text
         assert "finished" in chat.send("/finish").text
         assert "error: no unfinished session" in chat.send("/suggest").text
+
+
+def test_a_session_does_not_route_a_submission_again(home: Path) -> None:
+    """The caller reads each submission's verdicts: a deferred candidate stays deferred, never re-decided by a
+    later submission's round (a run carries such children over: test_carry_over)."""
+    task = resolve_task("saxpy")
+    session = kernelcast.Session("saxpy", budget=4, sizes="small", forecaster="learned", measure_per_round=1)
+    points = [task.instantiate(p) for p in ({"VEC": 4, "COARSEN": 1, "WG": 64}, {"VEC": 2, "COARSEN": 2, "WG": 64},
+                                            {"VEC": 1, "COARSEN": 4, "WG": 256})]
+    first = session.submit(points)
+    deferred = {r.hash for r in first.results if r.decision == "deferred"}
+    assert deferred, "one measurement per round leaves the others deferred"
+    session.submit([task.instantiate({"VEC": 2, "COARSEN": 1, "WG": 256})])
+    session.close()
+    routes: dict[str | None, int] = {}
+    for event in Store(get_settings().db_path).events(session.id, kind="route"):
+        routes[event.candidate_hash] = routes.get(event.candidate_hash, 0) + 1
+    assert deferred <= routes.keys() and set(routes.values()) == {1}
