@@ -274,6 +274,8 @@ def main() -> None:
     parser.add_argument("--fresh-selective", action="store_true",
                         help="selective also starts from a fresh store per task (no calibration rows carried)")
     parser.add_argument("--k", type=int, default=4)
+    parser.add_argument("--all-task-rows", action="store_true",
+                        help="selective: certify on every task's calibration rows, as for a task they do not know")
     parser.add_argument("--seed-replay", action="store_true",
                         help="selective: certify trust on the seed's replayed decisions until the device has its own")
     parser.add_argument("--dataset", default=str(get_settings().db_path), help="store the forecaster trains on")
@@ -321,7 +323,8 @@ def main() -> None:
                 config = RunConfig(task=name, budget=args.budget, router=router, risk=args.risk,  # type: ignore[arg-type]
                                    measure_per_round=args.k, seed=args.seed, sizes=args.sizes,  # type: ignore[arg-type]
                                    forecaster="learned", training_db=dataset, leave_task_out=not args.task_seen,
-                                   backend=args.backend, learn_online=learn, trust_seed_replay=args.seed_replay)
+                                   backend=args.backend, learn_online=learn, trust_seed_replay=args.seed_replay,
+                                   trust_task_rows=not args.all_task_rows)
                 console.print(f"[bold]{name}[/] {arm} ...")
                 result = start_run(config, store, RunEnv(home))
                 curve = spend_curve(store, result.run_id)

@@ -51,6 +51,9 @@ class RunConfig(BaseModel):
     trust_seed_replay: bool = Field(False, description="selective: until the device has its own calibration rows, "
                                     "certify trust on the shipped seed's replayed decisions (off: the first router "
                                     "bench with it found 5 of 20 checked trusted prunes wrong at risk 0.1)")
+    trust_task_rows: bool = Field(True, description="selective: certify on the run's own task's calibration rows "
+                                  "when they are enough alone; off: on every task's, pooled and per task (what a "
+                                  "task the rows do not know gets)")
     audit_share: float = Field(0.1, ge=0.0, le=0.5, description="selective: share of the budget that may measure "
                                "a random sample of trusted decisions")
 

@@ -424,7 +424,7 @@ class SearchNodes:
         replayed = ctx.config.trust_seed_replay and all(
             (cand := ctx.store.candidate(key)) is not None and family(cand) == WRITTEN for key in children)
         trust = trust_for(ctx.store, ctx.hardware.key, stage, ctx.config.risk, replayed=replayed,
-                          group=calibration_group(ctx.task))
+                          group=calibration_group(ctx.task) if ctx.config.trust_task_rows else "")
         spent_on_audits = sum(1 for e in ctx.store.events(ctx.run_id, kind="route")
                               if RouteRecord.model_validate(e.payload).audit)
         return trust, max(0, int(ctx.config.audit_share * ctx.config.budget) - spent_on_audits), stage

@@ -32,3 +32,27 @@ def test_a_path_task_with_its_own_name_keeps_it(tmp_path: Path) -> None:
     toml.write_text(toml.read_text().replace('name = "saxpy"', 'name = "my_saxpy"', 1))
     task = load_task(toml)
     assert task.name == "my_saxpy" and calibration_group(task) == "my_saxpy"
+
+
+def test_a_run_certifies_on_its_tasks_rows_unless_told_to_use_every_tasks(tmp_path: Path) -> None:
+    """Each trusted decision's reason names the rows that certified it: the run's task's own replayed rows by
+    default, every task's with ``trust_task_rows`` off (what a task the rows do not know gets)."""
+    import pytest
+
+    from kernelcast.graphs.config import RunConfig
+    from kernelcast.graphs.run import RunEnv, start_run
+    from kernelcast.graphs.trust import RouteRecord
+    from kernelcast.tools.store import Store
+
+    reasons: dict[bool, list[str]] = {}
+    for own_rows in (True, False):
+        store = Store(tmp_path / f"{own_rows}.db")
+        config = RunConfig(task="gemm", budget=10, router="selective", sizes="small", measure_per_round=2,
+                           trust_seed_replay=True, trust_task_rows=own_rows)
+        result = start_run(config, store, RunEnv(tmp_path / str(own_rows), measure_timeout_s=60))
+        records = [RouteRecord.model_validate(e.payload) for e in store.events(result.run_id, kind="route")]
+        reasons[own_rows] = [r.reason for r in records if r.forecast_alone]
+    if not reasons[True]:
+        pytest.skip("no forecast was trusted on this device with the task's own rows: nothing to read")
+    assert all("calibration rows of gemm replayed from the seed" in r for r in reasons[True])
+    assert not any("rows of gemm" in r for r in reasons[False])
