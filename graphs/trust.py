@@ -178,8 +178,8 @@ class AuditRate(BaseModel):
 class TrustSummary(BaseModel):
     """How many forecasts were informative and how many decisions were taken without a measurement."""
 
-    forecasts: int = 0
-    informative_forecasts: int = 0
+    forecasts: int = 0  # candidates forecast (a child carried over is forecast again each round: counted once)
+    informative_forecasts: int = 0  # of those, how many had an informative latest forecast
     decisions: int = 0
     trusted_prunes: int = 0
     trusted_accepts: int = 0
@@ -237,10 +237,9 @@ def live_counts(nodes: Mapping[str, NodeRecord]) -> dict[str, int]:
 
 def trust_summary(store: Store, run_id: str, risk: float | None = None) -> TrustSummary:
     """The trust numbers of one run, from its stored forecasts, route events and measurements."""
-    forecasts = store.forecasts(run_id=run_id)
-    informative = {r.candidate_hash for r in forecasts if not r.failed}
-    out = TrustSummary(forecasts=len(forecasts), informative_forecasts=sum(1 for r in forecasts if not r.failed),
-                       risk=risk)
+    latest = {r.candidate_hash: r for r in store.forecasts(run_id=run_id)}  # a carried child's is its last
+    informative = {key for key, r in latest.items() if not r.failed}
+    out = TrustSummary(forecasts=len(latest), informative_forecasts=len(informative), risk=risk)
     audits: dict[str, list[bool]] = {"prune": [], "accept": []}
     seen: set[str] = set()
     measured_any: set[str] = set()

@@ -119,11 +119,12 @@ def kc(home: Path, *args: str) -> subprocess.Popen[str]:
                             env=env, cwd=home.parent)
 
 
-def kill_after_spends(proc: subprocess.Popen[str], spends_wanted: int, phase: str | None = None
-                      ) -> tuple[str | None, int]:
-    """Read a run's JSONL events and SIGKILL it right after its n-th measurement (of ``phase``, if given):
-    (run id, spends seen)."""
+def kill_after_spends(proc: subprocess.Popen[str], spends_wanted: int, phase: str | None = None,
+                      after: str | None = None) -> tuple[str | None, int]:
+    """Read a run's JSONL events and SIGKILL it right after its n-th measurement (of ``phase``, if given;
+    counted from the first event of kind ``after``, if given): (run id, spends counted)."""
     run_id, spends = None, 0
+    counting = after is None
     assert proc.stdout is not None
     deadline = time.time() + 240
     while time.time() < deadline:
@@ -132,7 +133,8 @@ def kill_after_spends(proc: subprocess.Popen[str], spends_wanted: int, phase: st
             break
         event = json.loads(line)
         run_id = event.get("run_id", run_id)
-        if event["event"] == "spend" and phase in (None, event["phase"]):
+        counting = counting or event["event"] == after
+        if counting and event["event"] == "spend" and phase in (None, event["phase"]):
             spends += 1
             if spends == spends_wanted:
                 os.kill(proc.pid, signal.SIGKILL)
