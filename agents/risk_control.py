@@ -33,7 +33,8 @@ threshold at all: nothing is trusted and everything goes to the hardware.
 
 A run is on one task, so when the calibration rows hold enough of that very task's decisions (``group``), they
 alone certify: the guarantee is then on the run's own task, which is the share the user's ``--risk`` is about,
-and another task's rows can neither loosen nor block it (router_bench, 6 built-ins on a device new to the seed:
+and another task's replayed rows can neither loosen nor block it (the device's own record, pooled or
+per task, may still withdraw it) (router_bench, 6 built-ins on a device new to the seed:
 with every group required to pass, 34 replayed gemv rows with 3 beats at P(beat) <= 0.02 ended the sequence for
 every task at 0.02 in the 8-15 measurement bucket, while softmax's own 480 rows certify 0.3). Which rows certify
 depends on their count alone, never on their outcomes. A task with too few rows of its own (a user's task the
