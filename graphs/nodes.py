@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator, Mapping
+from functools import cached_property
 from typing import Any
 
 from kernelcast.agents.forecast import Forecast, LearnsFromMeasurements, Provenance, record_forecast
@@ -133,6 +134,14 @@ class SearchNodes:
         self.taught = 0  # run measurements the forecaster has learned from (0 again after a resume)
 
     # ---- helpers ------------------------------------------------------------------
+    @cached_property
+    def calibration_group(self) -> str:
+        """The rows this run's trust may be certified on alone (:func:`trust.calibration_group`; "" : every
+        task's), once per run: it reads the built-in task of the same name."""
+        from kernelcast.graphs.trust import calibration_group
+
+        return calibration_group(self.ctx.task) if self.ctx.config.trust_task_rows else ""
+
     def spent(self) -> int:
         """Budget spent, from the store: the only count that survives a kill."""
         return self.ctx.store.measurement_totals(self.ctx.run_id)[0]
@@ -361,8 +370,8 @@ class SearchNodes:
         ctx = self.ctx
         nodes = TreeEdit(state["nodes"])
         best, to_best = state.get("best"), state.get("measurements_to_best", 0)
-        carried = set(state.get("carried", []))
-        children = [*state["children"], *state.get("carried", [])]
+        carried = state.get("carried", [])
+        children = [*state["children"], *carried]
         trust, audits, stage = self.trust_now(children)
         items = self.routing_items(nodes, best, children)
         while best is not None and nodes[best]["confirmed"] is None:
@@ -401,8 +410,8 @@ class SearchNodes:
         """The round's children as the router reads them, against the incumbent that ``best`` stands for."""
         incumbent, _ = incumbent_of(nodes, best)
         wanted = set(children)
-        beliefs = {r.candidate_hash: Provenance.model_validate(r.provenance)  # ln S mean/sd, when known
-                   for r in self.ctx.store.forecasts(run_id=self.ctx.run_id) if r.candidate_hash in wanted}
+        beliefs = {key: Provenance.model_validate(r.provenance)  # ln S mean/sd, when known
+                   for key, r in self.ctx.store.latest_forecasts(self.ctx.run_id).items() if key in wanted}
         items = []
         for key in children:
             fc = nodes[key]["forecast"]
@@ -413,7 +422,7 @@ class SearchNodes:
     def trust_now(self, children: list[str]) -> tuple[TrustThresholds, int, int]:
         """(the thresholds a round of ``children`` may trust, the audits it may spend, the run's stage)."""
         from kernelcast.agents.blended_forecaster import WRITTEN, family
-        from kernelcast.graphs.trust import RouteRecord, calibration_group, stage_of, trust_for
+        from kernelcast.graphs.trust import RouteRecord, stage_of, trust_for
 
         ctx = self.ctx
         stage = stage_of(ctx.store, ctx.run_id)
@@ -424,7 +433,7 @@ class SearchNodes:
         replayed = ctx.config.trust_seed_replay and all(
             (cand := ctx.store.candidate(key)) is not None and family(cand) == WRITTEN for key in children)
         trust = trust_for(ctx.store, ctx.hardware.key, stage, ctx.config.risk, replayed=replayed,
-                          group=calibration_group(ctx.task) if ctx.config.trust_task_rows else "")
+                          group=self.calibration_group)
         spent_on_audits = sum(1 for e in ctx.store.events(ctx.run_id, kind="route")
                               if RouteRecord.model_validate(e.payload).audit)
         return trust, max(0, int(ctx.config.audit_share * ctx.config.budget) - spent_on_audits), stage

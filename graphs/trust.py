@@ -237,7 +237,7 @@ def live_counts(nodes: Mapping[str, NodeRecord]) -> dict[str, int]:
 
 def trust_summary(store: Store, run_id: str, risk: float | None = None) -> TrustSummary:
     """The trust numbers of one run, from its stored forecasts, route events and measurements."""
-    latest = {r.candidate_hash: r for r in store.forecasts(run_id=run_id)}  # a carried child's is its last
+    latest = store.latest_forecasts(run_id)
     informative = {key for key, r in latest.items() if not r.failed}
     out = TrustSummary(forecasts=len(latest), informative_forecasts=len(informative), risk=risk)
     audits: dict[str, list[bool]] = {"prune": [], "accept": []}

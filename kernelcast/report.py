@@ -139,9 +139,8 @@ def forecast_pairs(store: Store, run_id: str, measurements: Sequence[Measurement
     """This run's forecasts joined with this run's (latest) measurement of the same candidate: each candidate's
     last forecast, the one its routing was decided on (a child carried over is forecast once per round)."""
     measured = {m.candidate_hash: m for m in measurements}
-    latest = {f.candidate_hash: f for f in store.forecasts(run_id=run_id)}
     pairs = []
-    for f in latest.values():
+    for f in store.latest_forecasts(run_id).values():
         m = measured.get(f.candidate_hash)
         if m is not None:
             pairs.append(ForecastPair(probabilities=f.probabilities, predicted_bin=f.predicted_bin,

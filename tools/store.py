@@ -241,6 +241,11 @@ class Store:
         return [ForecastRecord.model_validate(r)
                 for r in self.db.query(f"select f.* from forecasts f {where} order by f.id", args)]
 
+    def latest_forecasts(self, run_id: str) -> dict[str, ForecastRecord]:
+        """A run's last forecast of each candidate, the one its routing read (a child carried over from round
+        to round is forecast again each time)."""
+        return {r.candidate_hash: r for r in self.forecasts(run_id=run_id)}
+
     def measured_forecasts(self, forecaster: str | None = None, model: str | None = None, task: str | None = None,
                            run_id: str | None = None) -> list[MeasuredForecast]:
         """Stored forecasts whose candidate has a full-size measurement on the forecast's device, each with
