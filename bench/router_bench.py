@@ -199,26 +199,31 @@ def audit(store: Store, run_id: str, worker: MeasurementWorker, task_name: str, 
     """Measure a sample of trusted decisions outside the budget: (right, checked) for prunes and accepts, head
     to head with the incumbent's kernel (:func:`head_to_head`); "..._single": the verdicts of the child's first
     measurement against the incumbent's number, as checks read until 2026-12-03; "..._margins": each check's
-    median ratio of child over incumbent, minus 1. A prune was right if the child did not beat the incumbent;
-    an accept, if it did."""
+    median ratio of child over incumbent, minus 1; "..._carried": (right, checked) of those taken on a child
+    carried over from an earlier round (it had several chances to be trusted). A prune was right if the child
+    did not beat the incumbent; an accept, if it did."""
     rng = random.Random(seed)
     decisions = trusted_decisions(store, run_id)
     out: dict[str, Any] = {}
     for kind in ("prune", "accept"):
         rows = [d for d in decisions if d.kind == kind]
         rng.shuffle(rows)
-        right = right_single = checked = 0
+        right = right_single = checked = right_carried = checked_carried = 0
         margins = []
         for decision in rows[:sample]:
             first, ratio = head_to_head(store, worker, task_name, decision.candidate_hash,
                                         incumbent_kernel(store, run_id, decision), sizes)
             checked += 1
             right_single += not decision.wrong(first)
-            right += not wrong_given(decision.kind, ratio > 1.0)
+            verdict = not wrong_given(decision.kind, ratio > 1.0)
+            right += verdict
+            checked_carried += decision.carried
+            right_carried += verdict and decision.carried
             margins.append(ratio - 1)
         name = "pruned" if kind == "prune" else "accepted"
         out[name], out[f"{name}_single"] = (right, checked), (right_single, checked)
         out[f"{name}_margins"] = margins
+        out[f"{name}_carried"] = (right_carried, checked_carried)
     return out
 
 
@@ -408,6 +413,14 @@ def main() -> None:
                   f"{args.budget} measurements")
     console.print(f"selective decisions taken without a measurement: {trusted_total} of {decisions_total} "
                   f"({trusted_total / max(1, decisions_total):.0%})")
+    carried = sum(row["trust"]["trusted_carried"] for row in rows)
+    checked = [row["checks"].get("pruned_carried", (0, 0)) for row in rows]
+    pruned = [row["checks"]["pruned"] for row in rows]
+    fresh_right = sum(r for r, _ in pruned) - sum(r for r, _ in checked)
+    fresh_checked = sum(n for _, n in pruned) - sum(n for _, n in checked)
+    console.print(f"of those, on children carried over from an earlier round: {carried}; checked prunes right, head to "
+                  f"head: carried {sum(r for r, _ in checked)}/{sum(n for _, n in checked)}, "
+                  f"first routing {fresh_right}/{fresh_checked}")
     paired = sum(row["trust"]["paired"] for row in rows)
     console.print(f"selective children timed beside the incumbent they were judged against: {paired}; on "
                   f"{sum(row['trust']['paired_read_otherwise'] for row in rows)} of them that pair and the two speedups "

@@ -71,6 +71,7 @@ class Route(RunEvent):
     spare: bool = False  # a pruned child measured because its round had nothing uncertain to measure
     stage: int | None = None  # the run's correct measurements before this decision (older runs: unknown)
     trust_source: str = ""  # whose calibration rows certified the round's thresholds ("" : none certified)
+    carried: bool = False  # a child of an earlier round routed again (it had been dropped for want of room)
 
     @property
     def forecast_alone(self) -> bool:

@@ -23,6 +23,7 @@ from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.errors import SearchFailed
 from kernelcast.graphs.routing import RoutingInput, measure_order
+from kernelcast.graphs.trust import calibration_group, last_routes
 from kernelcast.graphs.state import DECISION_OUTCOME, ForecastSummary, NodeRecord, SearchState, TreeEdit, outcome_counts
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import Measurement, MeasureConfig
@@ -135,12 +136,15 @@ class SearchNodes:
 
     # ---- helpers ------------------------------------------------------------------
     @cached_property
-    def calibration_group(self) -> str:
-        """The rows this run's trust may be certified on alone (:func:`trust.calibration_group`; "" : every
-        task's), once per run: it reads the built-in task of the same name."""
-        from kernelcast.graphs.trust import calibration_group
+    def task_group(self) -> str:
+        """What this run's calibration rows are kept under (:func:`trust.calibration_group`), once per run: it
+        reads the built-in task of the same name."""
+        return calibration_group(self.ctx.task)
 
-        return calibration_group(self.ctx.task) if self.ctx.config.trust_task_rows else ""
+    @property
+    def certify_group(self) -> str:
+        """The group whose rows alone may certify this run's trust ("" : every task's, by choice)."""
+        return self.task_group if self.ctx.config.trust_task_rows else ""
 
     def spent(self) -> int:
         """Budget spent, from the store: the only count that survives a kill."""
@@ -245,6 +249,7 @@ class SearchNodes:
         self.ctx.store.upsert_task(self.ctx.task)
         self.ctx.store.upsert_device(self.ctx.hardware)
         self.ctx.store.add_candidate(ref)
+        self.ctx.store.update_run(self.ctx.run_id, calibration_group=self.task_group)
         root = new_node(ref, None, 0, 0, outcome="root")
         self.ctx.emit(ev.Start(config=self.ctx.config.model_dump(), device=self.ctx.hardware.key))
         return {"run_id": self.ctx.run_id, "iteration": 0, "nodes": {ref.hash: root}, "parent": None, "children": [],
@@ -355,12 +360,16 @@ class SearchNodes:
 
     def carried(self, nodes: Mapping[str, NodeRecord], children: list[str]) -> list[str]:
         """Children of earlier rounds left unmeasured for want of room, routed again this round (oldest
-        first); none without ``carry_over``."""
+        first); none without ``carry_over``. Only the router's drops: a child routed to the hardware that the
+        measure step could not pay (the budget ran out, or a replay has no measurement of it) stays where it is.
+        """
         if not self.carry_over:
             return []
         new = set(children)
+        routes = last_routes(self.ctx.store, self.ctx.run_id)
         return sorted((k for k, n in nodes.items() if n["outcome"] == "dropped" and n["speedup"] is None
-                       and n["forecast"] is not None and k not in new),
+                       and n["forecast"] is not None and k not in new
+                       and (route := routes.get(k)) is not None and route.decision == "drop"),
                       key=lambda k: (nodes[k]["iteration"], k))
 
     def route(self, state: SearchState) -> dict[str, Any]:
@@ -400,7 +409,7 @@ class SearchNodes:
                 node["outcome"] = DECISION_OUTCOME[routed.decision].value  # plain str in checkpoints
             ctx.emit(ev.Route(decision=routed.decision, reason=reason, p_beat=routed.p_beat,
                               incumbent=incumbent, incumbent_hash=incumbent_hash, audit=routed.audit,
-                              trusted_as=routed.trusted_as,
+                              trusted_as=routed.trusted_as, carried=key in carried,
                               informative=informative[key], spare=routed.spare, stage=stage,
                               trust_source=trust.source if trust.trusts_anything else ""), candidate_hash=key)
         return {"nodes": nodes.changes(), "to_measure": to_measure, "best": best, "measurements_to_best": to_best}
@@ -422,7 +431,7 @@ class SearchNodes:
     def trust_now(self, children: list[str]) -> tuple[TrustThresholds, int, int]:
         """(the thresholds a round of ``children`` may trust, the audits it may spend, the run's stage)."""
         from kernelcast.agents.blended_forecaster import WRITTEN, family
-        from kernelcast.graphs.trust import RouteRecord, stage_of, trust_for
+        from kernelcast.graphs.trust import stage_of, trust_for
 
         ctx = self.ctx
         stage = stage_of(ctx.store, ctx.run_id)
@@ -433,9 +442,8 @@ class SearchNodes:
         replayed = ctx.config.trust_seed_replay and all(
             (cand := ctx.store.candidate(key)) is not None and family(cand) == WRITTEN for key in children)
         trust = trust_for(ctx.store, ctx.hardware.key, stage, ctx.config.risk, replayed=replayed,
-                          group=self.calibration_group)
-        spent_on_audits = sum(1 for e in ctx.store.events(ctx.run_id, kind="route")
-                              if RouteRecord.model_validate(e.payload).audit)
+                          group=self.certify_group)
+        spent_on_audits = sum(1 for r in last_routes(ctx.store, ctx.run_id).values() if r.audit)
         return trust, max(0, int(ctx.config.audit_share * ctx.config.budget) - spent_on_audits), stage
 
     def confirm_incumbent(self, nodes: TreeEdit, best: str, to_best: int) -> tuple[str | None, int]:
@@ -476,12 +484,18 @@ class SearchNodes:
             result = results[key]
             if result is None:
                 nodes[key]["outcome"] = "dropped"
-                nodes[key]["reason"] = "budget exhausted before measurement"
+                nodes[key]["reason"] = self.unpaid_reason()
                 self.ctx.emit(ev.Skip(reason=nodes[key]["reason"]), candidate_hash=key)
                 continue
             nodes[key]["outcome"] = "measured" if result.ok else "failed"
             best, to_best = self._track_best(nodes, key, best, to_best)
         return {"nodes": nodes.changes(), "to_measure": [], "best": best, "measurements_to_best": to_best}
+
+    def unpaid_reason(self) -> str:
+        """Why a child routed to the hardware came back without a measurement."""
+        if self.ctx.measurer.simulated and self.spent() < self.ctx.config.budget:
+            return "the replay has no measurement of it: nothing bought"
+        return "budget exhausted before measurement"
 
     def backup(self, state: SearchState) -> dict[str, Any]:
         nodes = TreeEdit(state["nodes"])
@@ -553,8 +567,7 @@ class SearchNodes:
 
     def decision_incumbents(self) -> dict[str, str | None]:
         """The incumbent kernel each routed child was judged against (None: the reference)."""
-        return {e.candidate_hash: ev.Route.model_validate(e.payload).incumbent_hash
-                for e in self.ctx.store.events(self.ctx.run_id, kind="route") if e.candidate_hash}
+        return {key: r.incumbent_hash for key, r in last_routes(self.ctx.store, self.ctx.run_id).items()}
 
     def _apply_stored(self, nodes: TreeEdit, keys: list[str], phase: str) -> list[str]:
         """Apply the run's stored measurements of ``keys`` (bought before a restart) to their nodes, at no cost
@@ -596,8 +609,7 @@ class SearchNodes:
     def leftovers(self, nodes: Mapping[str, NodeRecord]) -> list[str]:
         """Unmeasured children pruned or dropped for want of budget, not by a trusted forecast (those stay
         trusted decisions), most promising first."""
-        trusted = {e.candidate_hash for e in self.ctx.store.events(self.ctx.run_id, kind="route")
-                   if ev.Route.model_validate(e.payload).trusted_as}
+        trusted = {key for key, r in last_routes(self.ctx.store, self.ctx.run_id).items() if r.forecast_alone}
         return sorted((k for k, n in nodes.items() if n["outcome"] in ("pruned", "dropped") and n["speedup"] is None
                        and n["forecast"] is not None and k not in trusted),
                       key=lambda k: -expected_log_speedup(nodes[k]))

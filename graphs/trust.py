@@ -33,6 +33,18 @@ MAX_RUNS = 500  # calibration reads the latest runs of the device
 RouteRecord = Route  # the payload of a ``route`` event (older runs lack the trust fields: defaults apply)
 
 
+def last_routes(store: Store, run_id: str) -> dict[str, RouteRecord]:
+    """Each routed candidate's last route record, in the order of those last routes: a child carried over is
+    routed each round and only its last routing decided it; a kill in the middle of a route step logs the
+    round's decisions again on resume."""
+    routes: dict[str, RouteRecord] = {}
+    for event in store.events(run_id, kind="route"):
+        if event.candidate_hash:
+            routes.pop(event.candidate_hash, None)
+            routes[event.candidate_hash] = RouteRecord.model_validate(event.payload)
+    return routes
+
+
 def _decisions(store: Store, run_id: str) -> Iterable[tuple[RouteRecord, Measurement | None, int]]:
     """(route record, the measurement that judges it or None, stage) for each child's decision in a run: its
     last route (a child carried over from round to round is routed each time, and only the last routing
@@ -80,7 +92,7 @@ def calibration_rows(store: Store, device: str, bucket: int | None = None) -> li
             if record.p_beat is None or record.incumbent is None or m is None:
                 continue
             if bucket is None or stage_bucket(stage) == bucket:
-                rows.append(CalibrationRow(record.p_beat, beat_of(record, m), run.task))
+                rows.append(CalibrationRow(record.p_beat, beat_of(record, m), run.calibration_group or run.task))
     return rows
 
 
@@ -96,16 +108,15 @@ def trust_for(store: Store, device: str, stage: int, risk: float, replayed: bool
 
 
 def calibration_group(task: Task) -> str:
-    """The group a run's calibration rows are kept under: the task's name, where the name is the task's alone.
-
-    Rows are grouped by task name (a replayed row knows nothing else), so a task loaded from a path that
-    borrows a built-in's name but not its reference kernel gets no group: its run never certifies on the
-    built-in's rows, and takes the rule for a task the calibration rows do not know.
-    """
+    """The group a run's calibration rows are kept under, and certified on: a built-in task's name, or for any
+    other task (a path task, one borrowing a built-in's name with another reference kernel) its name and
+    its reference kernel's hash, so neither certifies on, nor writes into, another task's record (two tasks
+    of one name measure speedups over different kernels)."""
     path = builtin_task_paths().get(task.name)
-    if path is None:
+    reference = task.reference().hash
+    if path is not None and load_task(path).reference().hash == reference:
         return task.name
-    return task.name if load_task(path).reference().hash == task.reference().hash else ""
+    return f"{task.name}@{reference[:12]}"
 
 
 def beat_incumbent(incumbent: float, speedup: float | None) -> bool:
@@ -145,6 +156,7 @@ class TrustedDecision(BaseModel):
     candidate_hash: str
     incumbent: float
     incumbent_hash: str | None = None  # None: the reference, or a run that did not record it
+    carried: bool = False  # taken on a child carried over from an earlier round (it had several chances)
 
     def wrong(self, speedup: float | None) -> bool:
         return decision_wrong(self.kind, self.incumbent, speedup)
@@ -153,14 +165,9 @@ class TrustedDecision(BaseModel):
 def trusted_decisions(store: Store, run_id: str) -> list[TrustedDecision]:
     """The decisions of a run that no measurement backed (audits excluded): what a check against the truth
     measures."""
-    out = []
-    for event in store.events(run_id, kind="route"):
-        record = RouteRecord.model_validate(event.payload)
-        if record.forecast_alone and event.candidate_hash:
-            out.append(TrustedDecision(kind="prune" if record.decision == "prune" else "accept",
-                                       candidate_hash=event.candidate_hash,
-                                       incumbent=record.incumbent or 1.0, incumbent_hash=record.incumbent_hash))
-    return out
+    return [TrustedDecision(kind="prune" if record.decision == "prune" else "accept", candidate_hash=key,
+                            incumbent=record.incumbent or 1.0, incumbent_hash=record.incumbent_hash, carried=record.carried)
+            for key, record in last_routes(store, run_id).items() if record.forecast_alone]
 
 
 class AuditRate(BaseModel):
@@ -184,6 +191,7 @@ class TrustSummary(BaseModel):
     trusted_prunes: int = 0
     trusted_accepts: int = 0
     trusted_on_replay: int = 0  # of the trusted decisions, those certified by the seed's replayed rows
+    trusted_carried: int = 0  # of the trusted decisions, those on children carried over (several chances each)
     audits: int = 0
     spare: int = 0  # pruned children measured anyway: their round had nothing uncertain (not trusted, not audits)
     spare_beat: int = 0  # of those, how many beat the incumbent of their moment
@@ -194,6 +202,7 @@ class TrustSummary(BaseModel):
     risk: float | None = None
     false_prunes: AuditRate = AuditRate()
     false_accepts: AuditRate = AuditRate()
+    carried_false_prunes: AuditRate = AuditRate()  # the audited prunes of carried children, apart
 
     @property
     def trusted(self) -> int:
@@ -203,14 +212,15 @@ class TrustSummary(BaseModel):
     def trusted_share(self) -> float:
         return self.trusted / self.decisions if self.decisions else 0.0
 
-    def _replay_note(self) -> str:
-        return f"; {self.trusted_on_replay} certified by the seed's replayed decisions" if self.trusted_on_replay else ""
+    def _source_note(self) -> str:
+        text = f"; {self.trusted_on_replay} certified by the seed's replayed decisions" if self.trusted_on_replay else ""
+        return text + (f"; {self.trusted_carried} on children carried over" if self.trusted_carried else "")
 
     def line(self) -> str:
         """One line for summaries: informative forecasts, trusted decisions, measured false-prune rate vs bound."""
         text = (f"{self.informative_forecasts}/{self.forecasts} forecasts informative; "
                 f"{self.trusted}/{self.decisions} decisions trusted ({self.trusted_prunes} pruned, "
-                f"{self.trusted_accepts} accepted{self._replay_note()}), {self.audits} audited")
+                f"{self.trusted_accepts} accepted{self._source_note()}), {self.audits} audited")
         if self.spare:
             text += f"; {self.spare} pruned measured anyway with budget to spare ({self.spare_beat} beat the incumbent)"
         if self.paired:
@@ -220,6 +230,8 @@ class TrustSummary(BaseModel):
         if fp.audited:
             text += (f"; false prunes {fp.wrong}/{fp.audited} (95 % CI {fp.interval[0]:.0%}-{fp.interval[1]:.0%})"
                      + (f", bound {self.risk:.0%}" if self.risk is not None else ""))
+        if (cfp := self.carried_false_prunes).audited:
+            text += f" (of carried children {cfp.wrong}/{cfp.audited})"
         return text
 
 
@@ -241,8 +253,7 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
     informative = {key for key, r in latest.items() if not r.failed}
     out = TrustSummary(forecasts=len(latest), informative_forecasts=len(informative), risk=risk)
     audits: dict[str, list[bool]] = {"prune": [], "accept": []}
-    seen: set[str] = set()
-    measured_any: set[str] = set()
+    carried_audits: list[bool] = []
     for record, m, _ in _decisions(store, run_id):
         out.decisions += 1
         if m is not None and record.p_beat is not None and pair_of(record, m) is not None:  # a calibration row
@@ -252,18 +263,19 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
             out.audits += 1
             if record.trusted_as in audits and m is not None:
                 audits[record.trusted_as].append(wrong_given(record.trusted_as, beat_of(record, m)))
+                if record.carried and record.trusted_as == "prune":
+                    carried_audits.append(beat_of(record, m))
         elif record.spare:
             out.spare += 1
             out.spare_beat += int(m is not None and beat_of(record, m))
         elif record.forecast_alone:
             out.trusted_on_replay += record.trust_source == SEED_REPLAY
+            out.trusted_carried += record.carried
             if record.decision == "prune":
                 out.trusted_prunes += 1
             else:
                 out.trusted_accepts += 1
-    for event in store.events(run_id, kind="route"):
-        if event.candidate_hash:
-            seen.add(event.candidate_hash)
+    seen = set(last_routes(store, run_id))
     measured_any = {m.candidate_hash for m in store.measurements(run_id=run_id)}
     out.considered_all = len(seen)
     out.considered = len({h for h in seen if h in informative or h in measured_any})
@@ -271,9 +283,11 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
         rate = AuditRate(audited=len(outcomes), wrong=sum(outcomes),
                          interval=clopper_pearson_interval(sum(outcomes), len(outcomes)))
         setattr(out, "false_prunes" if kind == "prune" else "false_accepts", rate)
+    out.carried_false_prunes = AuditRate(audited=len(carried_audits), wrong=sum(carried_audits),
+                                         interval=clopper_pearson_interval(sum(carried_audits), len(carried_audits)))
     return out
 
 
 __all__ = ["AuditRate", "RouteRecord", "TrustSummary", "TrustedDecision", "beat_incumbent", "beat_of",
-           "calibration_group", "calibration_rows", "decision_wrong", "live_counts", "stage_of", "trust_for", "trust_summary",
-           "trusted_decisions", "wrong_given"]
+           "calibration_group", "calibration_rows", "decision_wrong", "last_routes", "live_counts", "stage_of",
+           "trust_for", "trust_summary", "trusted_decisions", "wrong_given"]

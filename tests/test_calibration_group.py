@@ -1,4 +1,5 @@
-"""Which calibration rows a run's trust may rest on: its task's own, only when the name is the task's alone."""
+"""Which calibration rows a run's trust may rest on, and what its own rows are kept under: a built-in's name, or
+any other task's name with its reference kernel's hash."""
 
 from __future__ import annotations
 
@@ -13,25 +14,49 @@ def test_a_builtin_task_is_its_own_group() -> None:
     assert calibration_group(resolve_task("gemm")) == "gemm"
 
 
-def test_a_path_task_borrowing_a_builtin_name_with_another_reference_gets_no_group(tmp_path: Path) -> None:
-    """Rows are kept by task name: a user's "gemm" with a different kernel must not be certified on the
-    built-in gemm's record, while an unchanged copy of the built-in may."""
+def test_a_path_task_borrowing_a_builtin_name_with_another_reference_gets_its_own_group(tmp_path: Path) -> None:
+    """A user's "gemm" with a different kernel must neither be certified on the built-in gemm's record nor
+    write into it, while an unchanged copy of the built-in is the built-in."""
     folder = tmp_path / "gemm"
     shutil.copytree(builtin_task_paths()["gemm"].parent, folder)
     assert calibration_group(load_task(folder / "task.toml")) == "gemm"
     reference = folder / "gemm.cl"
     reference.write_text(reference.read_text().replace("C[row * N + col] = acc;", "C[row * N + col] = 2.0f * acc;"))
     assert load_task(folder / "task.toml").reference().hash != resolve_task("gemm").reference().hash
-    assert calibration_group(load_task(folder / "task.toml")) == ""
+    changed = load_task(folder / "task.toml")
+    assert calibration_group(changed) == "gemm@" + changed.reference().hash[:12]
 
 
-def test_a_path_task_with_its_own_name_keeps_it(tmp_path: Path) -> None:
+def test_two_path_tasks_of_one_name_keep_apart(tmp_path: Path) -> None:
     folder = tmp_path / "mine"
     shutil.copytree(builtin_task_paths()["saxpy"].parent, folder)
     toml = folder / "task.toml"
     toml.write_text(toml.read_text().replace('name = "saxpy"', 'name = "my_saxpy"', 1))
     task = load_task(toml)
-    assert task.name == "my_saxpy" and calibration_group(task) == "my_saxpy"
+    assert task.name == "my_saxpy" and calibration_group(task).startswith("my_saxpy@")
+    kernel = folder / "saxpy.cl"  # the same name, another reference kernel
+    kernel.write_text(kernel.read_text().replace("y[i] = a * x[i] + y[i];", "y[i] = y[i] + a * x[i];"))
+    other = load_task(toml)
+    assert other.name == task.name and calibration_group(other) != calibration_group(task)
+
+
+def test_calibration_rows_carry_their_runs_group(tmp_path: Path) -> None:
+    """A run's rows are labelled with the group it recorded; a run from before groups were recorded reads as
+    its task's name."""
+    from kernelcast.graphs.events import Route
+    from kernelcast.graphs.trust import calibration_rows
+    from kernelcast.tools.store import Store
+    from tests.test_store import measurement
+
+    store = Store(tmp_path / "k.db")
+    labelled = store.create_run("gemm", "dev", {}, 4)
+    store.update_run(labelled, calibration_group="gemm@0123456789ab")
+    legacy = store.create_run("gemm", "dev", {}, 4)
+    for run_id, child in ((labelled, "a" * 64), (legacy, "b" * 64)):
+        store.add_event(run_id, "route", Route(decision="measure", p_beat=0.3, incumbent=1.0).model_dump(),
+                        candidate_hash=child)
+        store.add_measurement(measurement(child, 1.5), run_id=run_id)
+    assert sorted(row.group for row in calibration_rows(store, "dev")) == ["gemm", "gemm@0123456789ab"]
 
 
 def test_a_run_certifies_on_its_tasks_rows_unless_told_to_use_every_tasks(tmp_path: Path) -> None:
@@ -50,6 +75,8 @@ def test_a_run_certifies_on_its_tasks_rows_unless_told_to_use_every_tasks(tmp_pa
         config = RunConfig(task="gemm", budget=10, router="selective", sizes="small", measure_per_round=2,
                            trust_seed_replay=True, trust_task_rows=own_rows)
         result = start_run(config, store, RunEnv(tmp_path / str(own_rows), measure_timeout_s=60))
+        run = store.run(result.run_id)
+        assert run is not None and run.calibration_group == "gemm"  # the built-in, whatever the option
         records = [RouteRecord.model_validate(e.payload) for e in store.events(result.run_id, kind="route")]
         reasons[own_rows] = [r.reason for r in records if r.forecast_alone]
     if not reasons[True]:

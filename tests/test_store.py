@@ -56,6 +56,11 @@ def test_round_trip(tmp_path: Path) -> None:
     in_a = store.measured_pairs(device="dev", run_id="run-a")
     assert [(c.hash, m.speedup) for c, m in in_a] == [(point.hash, 2.5)]
     assert [m.speedup for c, m in store.measured_pairs(device="dev") if c.hash == point.hash] == [3.5]
+    # a candidate forecast in several rounds of one run (a carried child) pairs its measurement once, by its last
+    for run_id, top in (("run-a", 3), ("run-a", 6), ("run-b", 7)):
+        store.add_forecast("saxpy", point.hash, "dev", "learned", "m", [0.125] * 8, top, 0.125, False, run_id=run_id)
+    paired = [(f.run_id, f.predicted_bin) for f in store.measured_forecasts(task="saxpy") if f.run_id]
+    assert paired == [("run-a", 6), ("run-b", 7)]
     assert store.schema_version == SCHEMA_VERSION and store.integrity_ok()
 
 

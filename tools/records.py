@@ -50,6 +50,8 @@ class RunRecord(_Record):
     owner_pid: int | None = None
     owner_host: str | None = None
     heartbeat: str | None = None
+    calibration_group: str | None = Field(default=None, description="what the run's calibration rows are kept "
+                                          "under (None: a run before 2026-12-04, read as its task's name)")
 
     _parse_json = field_validator("config", "summary", mode="before")(_json_object)
 

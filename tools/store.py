@@ -30,7 +30,7 @@ from kernelcast.tools.task import Task
 __all__ = ["EventRecord", "ForecastRecord", "MeasuredForecast", "RunRecord", "SCHEMA_VERSION", "Store",
            "StoreError"]
 
-SCHEMA_VERSION = 2  # = len(MIGRATIONS); add a step there before changing the schema
+SCHEMA_VERSION = 3  # = len(MIGRATIONS); add a step there before changing the schema
 
 
 def _now() -> str:
@@ -249,10 +249,15 @@ class Store:
     def measured_forecasts(self, forecaster: str | None = None, model: str | None = None, task: str | None = None,
                            run_id: str | None = None) -> list[MeasuredForecast]:
         """Stored forecasts whose candidate has a full-size measurement on the forecast's device, each with
-        the latest such measurement's speedup, bin and status (the calibration data)."""
+        the latest such measurement's speedup, bin and status (the calibration data): of a run's forecasts
+        of one candidate by one model, the last only (a child carried over is forecast again each round, and
+        one measurement must not count once per round)."""
         where, args = _where(forecaster=forecaster, model=model, task=task, run_id=run_id, prefix="f.")
         join_cond = ("join measurements m on m.id = (select max(id) from measurements mm where "
                      "mm.candidate_hash = f.candidate_hash and mm.device = f.device and mm.sizes = 'full')")
+        last = ("f.id = (select max(ff.id) from forecasts ff where ff.candidate_hash = f.candidate_hash and "
+                "ff.run_id is f.run_id and ff.forecaster = f.forecaster and ff.model is f.model)")
+        where = f"{where} and {last}" if where else f"where {last}"
         rows = self.db.query(f"select f.*, m.speedup as speedup, m.bin as true_bin, m.status as status "
                              f"from forecasts f {join_cond} {where} order by f.id", args)
         return [MeasuredForecast.model_validate(r) for r in rows]
@@ -477,4 +482,12 @@ def _v2_probes_and_run_owners(db: sqlite_utils.Database) -> None:
             db.table("runs").add_column(column, kind)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1_base, _v2_probes_and_run_owners]
+def _v3_run_calibration_group(db: sqlite_utils.Database) -> None:
+    """The group a run's calibration rows are kept under (a task name is not enough: a task loaded from a path
+    may borrow a built-in's name with another kernel); older runs have none and read as their task's name."""
+    if "calibration_group" not in db.table("runs").columns_dict:
+        db.table("runs").add_column("calibration_group", str)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1_base, _v2_probes_and_run_owners,
+                                                             _v3_run_calibration_group]
