@@ -55,6 +55,7 @@ class RunContext:
     hardware: HardwareSpec
     env: RunEnv
     measure_config: MeasureConfig
+    calibration_group: str  # what the run's calibration rows are kept under (trust.calibration_group)
     router: Router = field(init=False)
 
     def __post_init__(self) -> None:

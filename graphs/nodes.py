@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator, Mapping
-from functools import cached_property
 from typing import Any
 
 from kernelcast.agents.forecast import Forecast, LearnsFromMeasurements, Provenance, record_forecast
@@ -23,12 +22,13 @@ from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.errors import SearchFailed
 from kernelcast.graphs.routing import RoutingInput, measure_order
-from kernelcast.graphs.trust import calibration_group, last_routes
+from kernelcast.graphs.trust import last_routes
 from kernelcast.graphs.state import DECISION_OUTCOME, ForecastSummary, NodeRecord, SearchState, TreeEdit, outcome_counts
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import Measurement, MeasureConfig
 from kernelcast.tools.measurer import REPLAY_MISSING_FLAG
 
+NOT_IN_REPLAY = "the replay has no measurement of it: nothing bought"  # a node's reason: never measurable here
 MAX_EMPTY_ROUNDS = 3  # expansions in a row without a new candidate before the search loop ends
 
 
@@ -133,18 +133,13 @@ class SearchNodes:
         self.ctx = ctx
         self.carry_over = carry_over
         self.taught = 0  # run measurements the forecaster has learned from (0 again after a resume)
+        self.not_in_replay: set[str] = set()  # candidates a replay had no measurement of (nothing was bought)
 
     # ---- helpers ------------------------------------------------------------------
-    @cached_property
-    def task_group(self) -> str:
-        """What this run's calibration rows are kept under (:func:`trust.calibration_group`), once per run: it
-        reads the built-in task of the same name."""
-        return calibration_group(self.ctx.task)
-
     @property
     def certify_group(self) -> str:
         """The group whose rows alone may certify this run's trust ("" : every task's, by choice)."""
-        return self.task_group if self.ctx.config.trust_task_rows else ""
+        return self.ctx.calibration_group if self.ctx.config.trust_task_rows else ""
 
     def spent(self) -> int:
         """Budget spent, from the store: the only count that survives a kill."""
@@ -212,6 +207,7 @@ class SearchNodes:
         for candidate, measured in ctx.measurer.measure_many(ctx.task, [c for c in dispatch if c is not None], config):
             if ctx.measurer.simulated and REPLAY_MISSING_FLAG in measured.flags:
                 results[candidate.hash] = None  # a replay without this candidate: nothing was bought
+                self.not_in_replay.add(candidate.hash)
                 continue
             bought = measured.model_copy(update={"phase": phase})
             ctx.store.add_measurement(bought, run_id=ctx.run_id)
@@ -249,7 +245,6 @@ class SearchNodes:
         self.ctx.store.upsert_task(self.ctx.task)
         self.ctx.store.upsert_device(self.ctx.hardware)
         self.ctx.store.add_candidate(ref)
-        self.ctx.store.update_run(self.ctx.run_id, calibration_group=self.task_group)
         root = new_node(ref, None, 0, 0, outcome="root")
         self.ctx.emit(ev.Start(config=self.ctx.config.model_dump(), device=self.ctx.hardware.key))
         return {"run_id": self.ctx.run_id, "iteration": 0, "nodes": {ref.hash: root}, "parent": None, "children": [],
@@ -443,7 +438,9 @@ class SearchNodes:
             (cand := ctx.store.candidate(key)) is not None and family(cand) == WRITTEN for key in children)
         trust = trust_for(ctx.store, ctx.hardware.key, stage, ctx.config.risk, replayed=replayed,
                           group=self.certify_group)
-        spent_on_audits = sum(1 for r in last_routes(ctx.store, ctx.run_id).values() if r.audit)
+        this_round = set(children)  # routed before a kill in this very route step: routed again now
+        spent_on_audits = sum(1 for key, r in last_routes(ctx.store, ctx.run_id).items()
+                              if r.audit and key not in this_round)
         return trust, max(0, int(ctx.config.audit_share * ctx.config.budget) - spent_on_audits), stage
 
     def confirm_incumbent(self, nodes: TreeEdit, best: str, to_best: int) -> tuple[str | None, int]:
@@ -484,18 +481,12 @@ class SearchNodes:
             result = results[key]
             if result is None:
                 nodes[key]["outcome"] = "dropped"
-                nodes[key]["reason"] = self.unpaid_reason()
+                nodes[key]["reason"] = NOT_IN_REPLAY if key in self.not_in_replay else "budget exhausted before measurement"
                 self.ctx.emit(ev.Skip(reason=nodes[key]["reason"]), candidate_hash=key)
                 continue
             nodes[key]["outcome"] = "measured" if result.ok else "failed"
             best, to_best = self._track_best(nodes, key, best, to_best)
         return {"nodes": nodes.changes(), "to_measure": [], "best": best, "measurements_to_best": to_best}
-
-    def unpaid_reason(self) -> str:
-        """Why a child routed to the hardware came back without a measurement."""
-        if self.ctx.measurer.simulated and self.spent() < self.ctx.config.budget:
-            return "the replay has no measurement of it: nothing bought"
-        return "budget exhausted before measurement"
 
     def backup(self, state: SearchState) -> dict[str, Any]:
         nodes = TreeEdit(state["nodes"])
@@ -533,7 +524,11 @@ class SearchNodes:
             while self.spent() < self.ctx.config.budget - reserve and \
                     (pick := self.next_leftover(nodes, best)) is not None:
                 measured = list(self._measure_within(nodes, [pick], "search", reserve))
-                if not measured:  # a replay without it, or a ledger that disagrees: the rest stay untried
+                if not measured and pick in self.not_in_replay:  # never measurable here: the next one
+                    nodes[pick]["reason"] = NOT_IN_REPLAY
+                    self.ctx.emit(ev.Skip(reason=NOT_IN_REPLAY), candidate_hash=pick)
+                    continue
+                if not measured:  # a ledger that disagrees: the rest stay untried
                     self.ctx.emit(ev.Skip(reason="picked after the generator ran dry, but not measured"),
                                   candidate_hash=pick)
                     break
@@ -608,10 +603,10 @@ class SearchNodes:
 
     def leftovers(self, nodes: Mapping[str, NodeRecord]) -> list[str]:
         """Unmeasured children pruned or dropped for want of budget, not by a trusted forecast (those stay
-        trusted decisions), most promising first."""
+        trusted decisions) and not missing from a replay, most promising first."""
         trusted = {key for key, r in last_routes(self.ctx.store, self.ctx.run_id).items() if r.forecast_alone}
         return sorted((k for k, n in nodes.items() if n["outcome"] in ("pruned", "dropped") and n["speedup"] is None
-                       and n["forecast"] is not None and k not in trusted),
+                       and n["forecast"] is not None and k not in trusted and n["reason"] != NOT_IN_REPLAY),
                       key=lambda k: -expected_log_speedup(nodes[k]))
 
     def noise_floor(self) -> Measurement | None:

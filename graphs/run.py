@@ -8,6 +8,7 @@ from kernelcast.graphs.context import RunContext, RunEnv
 from kernelcast.graphs.errors import RunError
 from kernelcast.graphs.graph import execute
 from kernelcast.graphs.result import RunResult
+from kernelcast.graphs.trust import calibration_group
 from kernelcast.tools.measurement import MeasureConfig
 from kernelcast.tools.store import Store
 from kernelcast.tools.task import resolve_task
@@ -15,7 +16,11 @@ from kernelcast.tools.measurer import Measurer, make_measurer
 
 
 def build_context(run_id: str, config: RunConfig, store: Store, env: RunEnv, measurer: Measurer) -> RunContext:
+    """The run's context; it records what the run's calibration rows are kept under on every start and resume
+    (a run begun before groups were recorded gets one when it is resumed)."""
     task = resolve_task(config.task)
+    group = calibration_group(task)
+    store.update_run(run_id, calibration_group=group)
     hardware = measurer.hardware_spec()
     generator = make_generator(config.generator, worker=measurer, model=config.model, api_base=env.api_base)
     training = Store(config.training_db) if config.training_db else store
@@ -23,7 +28,7 @@ def build_context(run_id: str, config: RunConfig, store: Store, env: RunEnv, mea
                                  api_base=env.api_base, exclude_task=task.name if config.leave_task_out else None,
                                  worker=measurer)
     return RunContext(run_id=run_id, config=config, task=task, store=store, measurer=measurer, generator=generator,
-                      forecaster=forecaster, hardware=hardware, env=env,
+                      forecaster=forecaster, hardware=hardware, env=env, calibration_group=group,
                       measure_config=MeasureConfig(sizes=config.sizes, timeout_s=env.measure_timeout_s))
 
 

@@ -24,7 +24,7 @@ from kernelcast.agents.risk_control import (SEED_REPLAY, CalibrationRow, TrustTh
 from kernelcast.graphs.events import Route, Spend
 from kernelcast.graphs.state import NodeRecord
 from kernelcast.tools.measurement import Measurement, RivalComparison, Status
-from kernelcast.tools.store import EventRecord, Store
+from kernelcast.tools.store import EventRecord, RunRecord, Store
 from kernelcast.tools.task import Task, builtin_task_paths, load_task
 
 MAX_RUNS = 500  # calibration reads the latest runs of the device
@@ -88,12 +88,22 @@ def calibration_rows(store: Store, device: str, bucket: int | None = None) -> li
     for run in store.runs(limit=MAX_RUNS):
         if run.device != device:
             continue
+        group = group_of_run(run)
         for record, m, stage in _decisions(store, run.id):
             if record.p_beat is None or record.incumbent is None or m is None:
                 continue
             if bucket is None or stage_bucket(stage) == bucket:
-                rows.append(CalibrationRow(record.p_beat, beat_of(record, m), run.calibration_group or run.task))
+                rows.append(CalibrationRow(record.p_beat, beat_of(record, m), group))
     return rows
+
+
+def group_of_run(run: RunRecord) -> str:
+    """The group a run's calibration rows are kept under: the one it recorded (:func:`calibration_group`); a
+    run from before groups were recorded reads as its task's name when it ran a built-in by name, else as
+    that name marked legacy (its reference kernel is unknown: it certifies neither the built-in nor a task)."""
+    if run.calibration_group is not None:
+        return run.calibration_group
+    return run.task if run.config.get("task", run.task) in builtin_task_paths() else f"{run.task}@legacy"
 
 
 def trust_for(store: Store, device: str, stage: int, risk: float, replayed: bool = False, group: str = ""
@@ -289,5 +299,5 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
 
 
 __all__ = ["AuditRate", "RouteRecord", "TrustSummary", "TrustedDecision", "beat_incumbent", "beat_of",
-           "calibration_group", "calibration_rows", "decision_wrong", "last_routes", "live_counts", "stage_of",
+           "calibration_group", "calibration_rows", "decision_wrong", "group_of_run", "last_routes", "live_counts", "stage_of",
            "trust_for", "trust_summary", "trusted_decisions", "wrong_given"]

@@ -42,7 +42,7 @@ def test_two_path_tasks_of_one_name_keep_apart(tmp_path: Path) -> None:
 
 def test_calibration_rows_carry_their_runs_group(tmp_path: Path) -> None:
     """A run's rows are labelled with the group it recorded; a run from before groups were recorded reads as
-    its task's name."""
+    its task's name if it ran the built-in by name, else as that name marked legacy."""
     from kernelcast.graphs.events import Route
     from kernelcast.graphs.trust import calibration_rows
     from kernelcast.tools.store import Store
@@ -51,12 +51,14 @@ def test_calibration_rows_carry_their_runs_group(tmp_path: Path) -> None:
     store = Store(tmp_path / "k.db")
     labelled = store.create_run("gemm", "dev", {}, 4)
     store.update_run(labelled, calibration_group="gemm@0123456789ab")
-    legacy = store.create_run("gemm", "dev", {}, 4)
-    for run_id, child in ((labelled, "a" * 64), (legacy, "b" * 64)):
+    legacy = store.create_run("gemm", "dev", {"task": "gemm"}, 4)
+    legacy_path = store.create_run("gemm", "dev", {"task": str(tmp_path / "gemm" / "task.toml")}, 4)
+    for run_id, child in ((labelled, "a" * 64), (legacy, "b" * 64), (legacy_path, "c" * 64)):
         store.add_event(run_id, "route", Route(decision="measure", p_beat=0.3, incumbent=1.0).model_dump(),
                         candidate_hash=child)
         store.add_measurement(measurement(child, 1.5), run_id=run_id)
-    assert sorted(row.group for row in calibration_rows(store, "dev")) == ["gemm", "gemm@0123456789ab"]
+    groups = sorted(row.group for row in calibration_rows(store, "dev"))
+    assert groups == ["gemm", "gemm@0123456789ab", "gemm@legacy"]  # an old path run: neither the built-in nor a task
 
 
 def test_a_run_certifies_on_its_tasks_rows_unless_told_to_use_every_tasks(tmp_path: Path) -> None:

@@ -171,3 +171,25 @@ def test_a_run_killed_among_its_leftovers_resumes_without_losing_what_they_measu
     assert summary["first_speedup"] == pytest.approx(max(m.speedup or 0.0 for m in searched))
     tree = json.loads((Path(store.run(run_id).folder) / "tree.json").read_text())  # type: ignore[union-attr]
     assert all(tree[m.candidate_hash]["outcome"] == "measured" for m in searched)
+
+
+def test_a_leftover_a_replay_cannot_measure_does_not_end_the_leftovers(tmp_path: Path, tiny_template: Path) -> None:
+    """Replaying a store that measured 3 of the 8 points: once the generator runs dry, a pick the replay has
+    no measurement of is passed over (nothing bought), and the points it has are still measured."""
+    from kernelcast.graphs.nodes import NOT_IN_REPLAY
+
+    recorded = Store(tmp_path / "recorded.db")
+    start_run(RunConfig(task=str(tiny_template), budget=3, router="measure-all", forecaster="none", sizes="small",
+                        measure_per_round=3, confirm_top=0), recorded, RunEnv(tmp_path / "recorded", measure_timeout_s=60))
+    have = {m.candidate_hash for m in recorded.measurements() if m.phase == "search"}
+    assert len(have) == 3
+    store = Store(tmp_path / "k.db")
+    config = RunConfig(task=str(tiny_template), budget=10, router="selective", forecaster="learned", sizes="small",
+                       measure_per_round=1, replay=str(tmp_path / "recorded.db"), confirm_top=0)
+    result = start_run(config, store, RunEnv(tmp_path / "replayed", measure_timeout_s=60))
+    events = ev.logged(store.events(result.run_id))
+    skips = [item for item in events if isinstance(item.event, ev.Skip)]
+    assert {item.event.reason for item in skips} <= {NOT_IN_REPLAY}, [item.event.reason for item in skips]
+    assert any(isinstance(item.event, ev.Leftover) for item in events), "the generator did not run dry"
+    assert {m.candidate_hash for m in store.measurements(run_id=result.run_id)} == have
+    assert len({item.candidate for item in skips}) == len(skips)  # each missing point passed over once

@@ -170,10 +170,14 @@ def test_kill_9_then_resume_continues_without_rebuying(tmp_path: Path) -> None:
     assert 3 <= len(before) < budget
     killed = store.run(run_id)
     assert killed is not None and killed.status == "interrupted" and killed.spent == len(before)  # a dead owner, what it bought
+    assert killed.calibration_group == "saxpy"
+    store.update_run(run_id, calibration_group=None)  # as a run started before groups were recorded
 
     after = resume_to_the_end(home, store, run_id, budget, before)
     assert len(after) == budget
     check_invariants(store, run_id, budget)
+    resumed = store.run(run_id)
+    assert resumed is not None and resumed.calibration_group == "saxpy"  # recorded on resume
 
 
 @pytest.mark.parametrize("learn_online", [True, False])

@@ -59,8 +59,9 @@ def test_round_trip(tmp_path: Path) -> None:
     # a candidate forecast in several rounds of one run (a carried child) pairs its measurement once, by its last
     for run_id, top in (("run-a", 3), ("run-a", 6), ("run-b", 7)):
         store.add_forecast("saxpy", point.hash, "dev", "learned", "m", [0.125] * 8, top, 0.125, False, run_id=run_id)
-    paired = [(f.run_id, f.predicted_bin) for f in store.measured_forecasts(task="saxpy") if f.run_id]
-    assert paired == [("run-a", 6), ("run-b", 7)]
+    store.add_forecast("saxpy", point.hash, "dev", "learned", "m", [0.125] * 8, 4, 0.125, False)  # outside a run
+    paired = [(f.run_id, f.predicted_bin) for f in store.measured_forecasts(task="saxpy")]
+    assert paired == [(None, 5), ("run-a", 6), ("run-b", 7), (None, 4)]  # outside a run: every forecast
     assert store.schema_version == SCHEMA_VERSION and store.integrity_ok()
 
 

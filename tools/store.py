@@ -250,13 +250,13 @@ class Store:
                            run_id: str | None = None) -> list[MeasuredForecast]:
         """Stored forecasts whose candidate has a full-size measurement on the forecast's device, each with
         the latest such measurement's speedup, bin and status (the calibration data): of a run's forecasts
-        of one candidate by one model, the last only (a child carried over is forecast again each round, and
-        one measurement must not count once per round)."""
+        of one candidate by one model on one device, the last only (a child carried over is forecast again each
+        round, and one measurement must not count once per round); forecasts outside a run, every one."""
         where, args = _where(forecaster=forecaster, model=model, task=task, run_id=run_id, prefix="f.")
         join_cond = ("join measurements m on m.id = (select max(id) from measurements mm where "
                      "mm.candidate_hash = f.candidate_hash and mm.device = f.device and mm.sizes = 'full')")
-        last = ("f.id = (select max(ff.id) from forecasts ff where ff.candidate_hash = f.candidate_hash and "
-                "ff.run_id is f.run_id and ff.forecaster = f.forecaster and ff.model is f.model)")
+        last = ("(f.run_id is null or f.id in (select max(id) from forecasts where run_id is not null "
+                "group by run_id, candidate_hash, device, forecaster, model))")
         where = f"{where} and {last}" if where else f"where {last}"
         rows = self.db.query(f"select f.*, m.speedup as speedup, m.bin as true_bin, m.status as status "
                              f"from forecasts f {join_cond} {where} order by f.id", args)
