@@ -414,7 +414,7 @@ def main() -> None:
     console.print(f"selective decisions taken without a measurement: {trusted_total} of {decisions_total} "
                   f"({trusted_total / max(1, decisions_total):.0%})")
     carried = sum(row["trust"]["trusted_carried"] for row in rows)
-    checked = [row["checks"].get("pruned_carried", (0, 0)) for row in rows]
+    checked = [row["checks"]["pruned_carried"] for row in rows]
     pruned = [row["checks"]["pruned"] for row in rows]
     fresh_right = sum(r for r, _ in pruned) - sum(r for r, _ in checked)
     fresh_checked = sum(n for _, n in pruned) - sum(n for _, n in checked)

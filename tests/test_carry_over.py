@@ -8,6 +8,7 @@ from pathlib import Path
 
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.events import Skip
+from kernelcast.graphs.nodes import NOT_IN_REPLAY
 from kernelcast.graphs.run import RunEnv, start_run
 from kernelcast.graphs.trust import RouteRecord, trust_summary
 from kernelcast.tools.store import Store
@@ -47,6 +48,14 @@ def test_a_dropped_child_is_forecast_and_routed_again_until_decided(tmp_path: Pa
     assert summary.trusted == sum(1 for records in routed.values() if records[-1].forecast_alone)
 
 
+def routings(store: Store, run_id: str) -> dict[str, list[RouteRecord]]:
+    """Every routing of each routed candidate, in order."""
+    routed: dict[str, list[RouteRecord]] = defaultdict(list)
+    for event in store.events(run_id, kind="route"):
+        if event.candidate_hash:
+            routed[event.candidate_hash].append(RouteRecord.model_validate(event.payload))
+    return routed
+
 
 def test_a_child_routed_to_a_replay_without_it_is_not_carried(tmp_path: Path) -> None:
     """A replay that has no measurement of a child the router sent to the hardware buys nothing; that child
@@ -58,27 +67,21 @@ def test_a_child_routed_to_a_replay_without_it_is_not_carried(tmp_path: Path) ->
     config = RunConfig(task="gemm", budget=10, router="selective", sizes="small", measure_per_round=2,
                        replay=str(tmp_path / "recorded.db"), seed=7, max_rounds=4)
     result = start_run(config, store, RunEnv(tmp_path / "replayed", measure_timeout_s=60))
-    routed: dict[str, list[RouteRecord]] = defaultdict(list)
-    for event in store.events(result.run_id, kind="route"):
-        if event.candidate_hash:
-            routed[event.candidate_hash].append(RouteRecord.model_validate(event.payload))
+    routed = routings(store, result.run_id)
     measured = {m.candidate_hash for m in store.measurements(run_id=result.run_id)}
     missing = [key for key, records in routed.items() if records[0].decision == "measure" and key not in measured]
     assert missing, "every child sent to the replay was in it: nothing to check"
     for key in missing:
         assert len(routed[key]) == 1, f"{key[:8]} was routed again after the replay had no measurement of it"
     skips = {e.candidate_hash: Skip.model_validate(e.payload).reason for e in store.events(result.run_id, kind="skip")}
-    assert all(skips.get(key) == "the replay has no measurement of it: nothing bought" for key in missing), skips
+    assert all(skips.get(key) == NOT_IN_REPLAY for key in missing), skips
 
 
 def test_the_carried_flag_marks_only_routings_after_the_first(tmp_path: Path) -> None:
     store = Store(tmp_path / "k.db")
     config = RunConfig(task="gemm", budget=8, router="selective", sizes="small", measure_per_round=2)
     result = start_run(config, store, RunEnv(tmp_path, measure_timeout_s=60))
-    routed: dict[str, list[RouteRecord]] = defaultdict(list)
-    for event in store.events(result.run_id, kind="route"):
-        if event.candidate_hash:
-            routed[event.candidate_hash].append(RouteRecord.model_validate(event.payload))
+    routed = routings(store, result.run_id)
     assert any(len(records) > 1 for records in routed.values()), "nothing was carried over"
     for records in routed.values():
         assert [r.carried for r in records] == [False] + [True] * (len(records) - 1)
