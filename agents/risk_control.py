@@ -42,13 +42,15 @@ seed never saw) keeps the rule above: pooled, and on every group with enough row
 
 :func:`certify_stage` chooses the rows for one stage of a run: the device's own once it has enough, until then
 the seed's replayed decisions (:mod:`kernelcast.agents.replay_calibration`), whose thresholds the device's own
-rows may withdraw but never loosen.
+rows may withdraw but never loosen. A replayed side is first put on :func:`probation` on each task and
+device: audited, not trusted, until its first audits there are judged, so one round cannot trust in bulk
+on a calibration that does not transfer.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -61,6 +63,7 @@ PRUNE_GRID = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2
 ACCEPT_GRID = tuple(1.0 - t for t in PRUNE_GRID)
 DEVICE_RECORD = "device record"
 SEED_REPLAY = "seed replay"
+PROBATION_AUDITS = 2  # a replayed side's first audits on a task and device that must all be right before it is trusted
 OWN_ROWS_TO_SWITCH = 200  # a stage's own rows from which the device's record alone certifies (a count, never an outcome)
 
 
@@ -89,13 +92,16 @@ class TrustThresholds:
     certified_on: str = ""  # the task whose rows alone certified ("" : every task's rows, pooled and per task)
     prune_limited_by: str = ""  # the group whose bound ended the prune sequence ("" : the pooled rows, or none)
     withdrawn: tuple[str, ...] = ()  # replayed certificates the device's own record refuted ("prune", "accept")
+    probation: tuple[str, ...] = ()  # replayed certificates not yet audited on the run's task here: audit, don't trust
+    failed_probation: tuple[str, ...] = ()  # replayed certificates one of whose first audits here was wrong
 
     @property
     def trusts_anything(self) -> bool:
         return self.prune_below is not None or self.accept_above is not None
 
     def verdict(self, p_beat: float | None) -> Literal["prune", "accept"] | None:
-        """What a forecast with this P(beat) is trusted to decide alone: prune, accept, or nothing (None)."""
+        """What a forecast with this P(beat) falls under: prune, accept, or nothing (None). A side on
+        :attr:`probation` is audited, not trusted (:meth:`on_probation`)."""
         if p_beat is None:
             return None
         if self.prune_below is not None and p_beat <= self.prune_below:
@@ -105,8 +111,13 @@ class TrustThresholds:
         return None
 
     def trusts(self, p_beat: float | None) -> bool:
-        """Whether a forecast with this P(beat) would be pruned or accepted on it alone."""
+        """Whether a forecast with this P(beat) would be pruned or accepted on it alone, or audited for a side
+        on probation."""
         return self.verdict(p_beat) is not None
+
+    def on_probation(self, verdict: str | None) -> bool:
+        """Whether a verdict's side waits for its first audits on this task before it is trusted."""
+        return verdict is not None and verdict in self.probation
 
     def describe(self) -> str:
         parts = [f"risk {self.risk:.0%} at {1 - self.delta:.0%} confidence, {self.n_calibration} calibration rows"
@@ -117,6 +128,10 @@ class TrustThresholds:
             parts.append(f"no looser pruning: its bound fails on {self.prune_limited_by}'s decisions")
         parts.append(f"accept p >= {self.accept_above:.3g}" if self.accept_above is not None else "no acceptance")
         parts += [f"the device's record refuted the replayed {kind} threshold" for kind in self.withdrawn]
+        parts += [f"the replayed {kind} threshold failed one of its first audits on this task here"
+                  for kind in self.failed_probation]
+        parts += [f"the replayed {kind} threshold is on probation (audited, not trusted, until "
+                  f"{PROBATION_AUDITS} audits on this task here are right)" for kind in self.probation]
         return "; ".join(parts)
 
 
@@ -209,6 +224,38 @@ def certify_stage(own: Sequence[CalibrationRow], replayed: Sequence[CalibrationR
                            certified_on=fitted.certified_on)
 
 
+def probation(thresholds: TrustThresholds, first_audits: Mapping[str, Sequence[bool]]) -> TrustThresholds:
+    """Replayed thresholds after their trial on the run's task on this device: ``first_audits`` gives, per
+    side ("prune", "accept"), whether each audit of that side under replayed trust on this task and device was
+    wrong, oldest first.
+
+    The seed's replayed rows certify for decisions exchangeable with them, and a task whose space differs on
+    this device breaks that (router_bench seed 1: 4 of 12 checked gemv prunes on a flat space were wrong by
+    5-8 %, under a replayed 0.2 certified for the stage; the two audits that were wrong too came in the round
+    that pruned 166 children). So a replayed side is only audited until its first ``PROBATION_AUDITS`` audits
+    here are judged; it is trusted if all of them were right, and withdrawn for the task if one was wrong
+    (the device's own record certifies it later). Only ever withdraws or delays trust: the guarantee of the
+    replayed rows stands for what remains.
+    """
+    if thresholds.source != SEED_REPLAY:
+        return thresholds
+    sides = {"prune": thresholds.prune_below, "accept": thresholds.accept_above}
+    waiting: list[str] = []
+    failed: list[str] = []
+    for side, threshold in sides.items():
+        if threshold is None:
+            continue
+        first = list(first_audits.get(side, ()))[:PROBATION_AUDITS]
+        if any(first):
+            sides[side], failed = None, failed + [side]
+        elif len(first) < PROBATION_AUDITS:
+            waiting.append(side)
+    return replace(thresholds, prune_below=sides["prune"], accept_above=sides["accept"],
+                   prune_bound=thresholds.prune_bound if sides["prune"] is not None else None,
+                   accept_bound=thresholds.accept_bound if sides["accept"] is not None else None,
+                   probation=tuple(waiting), failed_probation=tuple(failed))
+
+
 def clopper_pearson_lower(errors: int, n: int, delta: float) -> float:
     """One-sided (1 - delta) lower confidence bound on a binomial proportion."""
     if n <= 0 or errors <= 0:
@@ -255,6 +302,6 @@ def _fixed_sequence(trusted_sets: list[np.ndarray], wrong: np.ndarray, groups: n
 
 
 __all__ = ["ACCEPT_GRID", "CalibrationRow", "DEFAULT_DELTA", "DEFAULT_RISK", "DEVICE_RECORD", "OWN_ROWS_TO_SWITCH",
-           "PRUNE_GRID", "SEED_REPLAY", "TrustThresholds", "certify_stage", "clopper_pearson_interval",
-           "clopper_pearson_lower", "clopper_pearson_upper", "fit_for_group", "fit_thresholds", "rows_of_group",
+           "PROBATION_AUDITS", "PRUNE_GRID", "SEED_REPLAY", "TrustThresholds", "certify_stage", "clopper_pearson_interval",
+           "clopper_pearson_lower", "clopper_pearson_upper", "fit_for_group", "fit_thresholds", "probation", "rows_of_group",
            "rows_to_certify"]

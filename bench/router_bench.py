@@ -38,6 +38,7 @@ from kernelcast.graphs.config import RunConfig  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
 from kernelcast.graphs.events import Spend  # noqa: E402
 from kernelcast.graphs.run import start_run  # noqa: E402
+from kernelcast.agents.risk_control import PROBATION_AUDITS  # noqa: E402
 from kernelcast.graphs.trust import TrustedDecision, trust_summary, trusted_decisions, wrong_given  # noqa: E402
 from kernelcast.tools.expr import evaluate  # noqa: E402
 from kernelcast.tools.measurement import MeasureConfig  # noqa: E402
@@ -421,6 +422,11 @@ def main() -> None:
     console.print(f"of those, on children carried over from an earlier round: {carried}; checked prunes right, head to "
                   f"head: carried {sum(r for r, _ in checked)}/{sum(n for _, n in checked)}, "
                   f"first routing {fresh_right}/{fresh_checked}")
+    trials = [f"{row['task']} {row['trust']['probation_audits'] - row['trust']['probation_wrong']}/"
+              f"{row['trust']['probation_audits']}" for row in rows if row["trust"]["probation_audits"]]
+    if trials:
+        console.print("probation audits of the seed's replayed thresholds, right / measured (one wrong among a "
+                      f"side's first {PROBATION_AUDITS} withdraws it for the task): " + ", ".join(trials))
     paired = sum(row["trust"]["paired"] for row in rows)
     console.print(f"selective children timed beside the incumbent they were judged against: {paired}; on "
                   f"{sum(row['trust']['paired_read_otherwise'] for row in rows)} of them that pair and the two speedups "

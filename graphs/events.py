@@ -72,6 +72,7 @@ class Route(RunEvent):
     stage: int | None = None  # the run's correct measurements before this decision (older runs: unknown)
     trust_source: str = ""  # whose calibration rows certified the round's thresholds ("" : none certified)
     carried: bool = False  # a child of an earlier round routed again (it had been dropped for want of room)
+    probation: bool = False  # an audit of a replayed threshold on probation (not yet tried on this task here)
 
     @property
     def forecast_alone(self) -> bool:

@@ -405,7 +405,7 @@ class SearchNodes:
             ctx.emit(ev.Route(decision=routed.decision, reason=reason, p_beat=routed.p_beat,
                               incumbent=incumbent, incumbent_hash=incumbent_hash, audit=routed.audit,
                               trusted_as=routed.trusted_as, carried=key in carried,
-                              informative=informative[key], spare=routed.spare, stage=stage,
+                              informative=informative[key], spare=routed.spare, stage=stage, probation=routed.probation,
                               trust_source=trust.source if trust.trusts_anything else ""), candidate_hash=key)
         return {"nodes": nodes.changes(), "to_measure": to_measure, "best": best, "measurements_to_best": to_best}
 
@@ -437,7 +437,7 @@ class SearchNodes:
         replayed = ctx.config.trust_seed_replay and all(
             (cand := ctx.store.candidate(key)) is not None and family(cand) == WRITTEN for key in children)
         trust = trust_for(ctx.store, ctx.hardware.key, stage, ctx.config.risk, replayed=replayed,
-                          group=self.certify_group)
+                          group=self.certify_group, trial_group=ctx.calibration_group)
         this_round = set(children)  # routed before a kill in this very route step: routed again now
         spent_on_audits = sum(1 for key, r in last_routes(ctx.store, ctx.run_id).items()
                               if r.audit and key not in this_round)

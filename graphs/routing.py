@@ -80,6 +80,7 @@ class Routed:
     audit: bool = False  # measured although the forecast was trusted (to measure the false-decision rate)
     trusted_as: Literal["prune", "accept", ""] = ""  # what the forecast alone would have decided
     spare: bool = False  # a pruned child measured anyway because the round had nothing else to measure
+    probation: bool = False  # an audit of a replayed threshold not yet tried on this task here
 
     @property
     def trusted(self) -> bool:
@@ -154,7 +155,9 @@ class SelectiveRouter:
     unverified node (expandable, never reported until measured) when p >= ``trust.accept_above``; without
     thresholds (too little calibration data) nothing is trusted. A failed forecast is always deferred, so a
     broken model can cost budget but never correctness. Up to ``audits`` trusted decisions per call, drawn at
-    random (``audit_rate``, reproducible by ``seed``), are measured anyway.
+    random (``audit_rate``, reproducible by ``seed``), are measured anyway. A side on probation
+    (``trust.probation``: a replayed threshold not yet tried on this task here) trusts nothing: the audits go
+    to its would-be decisions first, every draw taken, and the rest are routed as uncertain children.
     """
 
     measure_per_round: int = 4
@@ -168,43 +171,56 @@ class SelectiveRouter:
         out: dict[str, Routed] = {}
         deferred: list[RoutingInput] = []
         trusted: list[tuple[RoutingInput, Routed]] = []
+        on_trial: list[tuple[RoutingInput, Routed]] = []  # would be trusted by a side on probation
         for item in items:
             p, verdict = item.p_beat, trust.verdict(item.p_beat)
-            if verdict == "prune":
-                trusted.append((item, Routed("prune", f"P(beat incumbent {item.incumbent:.3g}x) = {p:.3f} <= "
-                                                      f"{trust.prune_below:.3g} ({trust.describe()})", p,
-                                             trusted_as="prune")))
-            elif verdict == "accept":
-                trusted.append((item, Routed("accept", f"P(beat incumbent {item.incumbent:.3g}x) = {p:.3f} >= "
-                                                       f"{trust.accept_above:.3g} ({trust.describe()})", p,
-                                             trusted_as="accept")))
-            else:
+            if verdict is None:
                 deferred.append(item)
-        deferred.sort(key=measure_order)
-        limit = min(self.measure_per_round, can_measure)
+                continue
+            sign = "<=" if verdict == "prune" else ">="
+            bound = trust.prune_below if verdict == "prune" else trust.accept_above
+            routed = Routed(verdict, f"P(beat incumbent {item.incumbent:.3g}x) = {p:.3f} {sign} {bound:.3g} "
+                                     f"({trust.describe()})", p, trusted_as=verdict)
+            (on_trial if trust.on_probation(verdict) else trusted).append((item, routed))
         measured = 0
+        audit_room = max(0, min(audits, can_measure))
+        for item, routed in sorted(on_trial, key=lambda pair: audit_draw(pair[0].hash, self.seed)):
+            if measured < audit_room:  # every draw: the first audits decide whether the side is trusted
+                out[item.hash] = Routed("measure", f"probation audit of a replayed {routed.decision}: {routed.reason}",
+                                        routed.p_beat, audit=True, trusted_as=routed.trusted_as, probation=True)
+                measured += 1
+            else:
+                deferred.append(item)  # not trusted yet: routed as an uncertain child
+        audit_room -= measured
+        deferred.sort(key=measure_order)
+        limit = min(self.measure_per_round, can_measure - measured)
+        in_turn = 0
         for item in deferred:
             p = item.p_beat
             why = ("forecast failed: deferred to hardware" if item.failed else
                    "no P(beat) from bins past the incumbent: deferred to hardware") if p is None else \
                 f"uncertain (P(beat incumbent {item.incumbent:.3g}x) = {p:.3f}): deferred to hardware"
-            if measured < limit:
+            if trust.on_probation(side := trust.verdict(p)):
+                why = f"P(beat incumbent {item.incumbent:.3g}x) = {p:.3f}: the replayed {side} threshold is on " \
+                      "probation (not trusted until audited here): deferred to hardware"
+            if in_turn < limit:
                 out[item.hash] = Routed("measure", why, p)
-                measured += 1
+                in_turn += 1
             else:
-                out[item.hash] = Routed("drop", "deferred, but " + ("the budget is exhausted" if measured >= can_measure
+                out[item.hash] = Routed("drop", "deferred, but " + ("the budget is exhausted" if in_turn + measured >= can_measure
                                                                    else "beyond this round's measurement cap"), p)
-        audit_room = max(0, min(audits, can_measure - measured))
+        measured += in_turn
+        audit_room = max(0, min(audit_room, can_measure - measured))
         for item, routed in sorted(trusted, key=lambda pair: audit_draw(pair[0].hash, self.seed)):
             if audit_room > 0 and audit_draw(item.hash, self.seed) < self.audit_rate:
                 out[item.hash] = Routed("measure", f"audit of a trusted {routed.decision}: {routed.reason}",
                                         routed.p_beat, audit=True, trusted_as=routed.trusted_as)
                 audit_room -= 1
-                measured += 1
+                in_turn += 1
             else:
                 out[item.hash] = routed
         if not deferred:
-            self._spend_spare(trusted, out, limit - measured)
+            self._spend_spare(trusted, out, limit - in_turn)
         return out
 
     @staticmethod

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from kernelcast.agents.replay_calibration import shipped_by_stage, stage_bucket
 from kernelcast.agents.risk_control import (SEED_REPLAY, CalibrationRow, TrustThresholds, certify_stage,
-                                            clopper_pearson_interval)
+                                            clopper_pearson_interval, probation)
 from kernelcast.graphs.events import Route, Spend
 from kernelcast.graphs.state import NodeRecord
 from kernelcast.tools.measurement import Measurement, RivalComparison, Status
@@ -81,20 +81,30 @@ def stage_of(store: Store, run_id: str) -> int:
     return sum(1 for e in store.events(run_id, kind="spend") if _is_correct_spend(e))
 
 
-def calibration_rows(store: Store, device: str, bucket: int | None = None) -> list[CalibrationRow]:
-    """Measured decisions with a forecast p on this device, across its runs (the latest MAX_RUNS); ``bucket``:
-    only the decisions of that stage bucket."""
-    rows: list[CalibrationRow] = []
-    for run in store.runs(limit=MAX_RUNS):
+def _device_decisions(store: Store, device: str) -> Iterable[tuple[str, RouteRecord, Measurement, int]]:
+    """(the run's group, route record, the measurement that judges it, stage) of each measured decision in the
+    device's runs (the latest MAX_RUNS), oldest run first."""
+    for run in reversed(store.runs(limit=MAX_RUNS)):
         if run.device != device:
             continue
         group = group_of_run(run)
         for record, m, stage in _decisions(store, run.id):
-            if record.p_beat is None or record.incumbent is None or m is None:
-                continue
-            if bucket is None or stage_bucket(stage) == bucket:
-                rows.append(CalibrationRow(record.p_beat, beat_of(record, m), group))
-    return rows
+            if m is not None:
+                yield group, record, m, stage
+
+
+def _row(group: str, record: RouteRecord, m: Measurement) -> CalibrationRow | None:
+    """A decision's calibration row: its p and whether the child beat its incumbent (None: no p recorded)."""
+    if record.p_beat is None or record.incumbent is None:
+        return None
+    return CalibrationRow(record.p_beat, beat_of(record, m), group)
+
+
+def calibration_rows(store: Store, device: str, bucket: int | None = None) -> list[CalibrationRow]:
+    """Measured decisions with a forecast p on this device, across its runs (the latest MAX_RUNS); ``bucket``:
+    only the decisions of that stage bucket."""
+    return [row for group, record, m, stage in _device_decisions(store, device)
+            if (bucket is None or stage_bucket(stage) == bucket) and (row := _row(group, record, m)) is not None]
 
 
 def group_of_run(run: RunRecord) -> str:
@@ -106,15 +116,26 @@ def group_of_run(run: RunRecord) -> str:
     return run.task if run.config.get("task", run.task) in builtin_task_paths() else f"{run.task}@legacy"
 
 
-def trust_for(store: Store, device: str, stage: int, risk: float, replayed: bool = False, group: str = ""
-              ) -> TrustThresholds:
-    """The thresholds for a decision at ``stage`` on ``device`` in a run on ``group`` (:func:`calibration_group`):
+def trust_for(store: Store, device: str, stage: int, risk: float, replayed: bool = False, group: str = "",
+              trial_group: str = "") -> TrustThresholds:
+    """The thresholds for a decision at ``stage`` on ``device`` in a run on ``group`` (:func:`calibration_group`;
+    "" : every task's rows):
     certified on the device's own rows of the same stage bucket, or (``replayed``, until the device has enough
     of them) on the seed's replayed rows, which the device's own record can refute; in both, the group's own
-    rows alone when they are enough (:func:`kernelcast.agents.risk_control.certify_stage`)."""
+    rows alone when they are enough (:func:`kernelcast.agents.risk_control.certify_stage`). Replayed
+    thresholds are tried on ``trial_group`` (the run's own group) before they are trusted: the audits of
+    replayed trust in its runs on the device decide (:func:`kernelcast.agents.risk_control.probation`)."""
     bucket = stage_bucket(stage)
+    rows: list[CalibrationRow] = []
+    first_audits: dict[str, list[bool]] = {"prune": [], "accept": []}
+    for run_group, record, m, at in _device_decisions(store, device):
+        if stage_bucket(at) == bucket and (row := _row(run_group, record, m)) is not None:
+            rows.append(row)
+        if (run_group == trial_group and record.audit and record.trust_source == SEED_REPLAY
+                and record.trusted_as in first_audits):
+            first_audits[record.trusted_as].append(wrong_given(record.trusted_as, beat_of(record, m)))
     prior = shipped_by_stage().get(bucket, ()) if replayed else ()
-    return certify_stage(calibration_rows(store, device, bucket), prior, risk, group=group)
+    return probation(certify_stage(rows, prior, risk, group=group), first_audits)
 
 
 def calibration_group(task: Task) -> str:
@@ -203,6 +224,8 @@ class TrustSummary(BaseModel):
     trusted_on_replay: int = 0  # of the trusted decisions, those certified by the seed's replayed rows
     trusted_carried: int = 0  # of the trusted decisions, those on children carried over (several chances each)
     audits: int = 0
+    probation_audits: int = 0  # of the audits, those that tried a replayed threshold on this task here
+    probation_wrong: int = 0  # of those, how many were wrong (one withdraws the replayed side for the task)
     spare: int = 0  # pruned children measured anyway: their round had nothing uncertain (not trusted, not audits)
     spare_beat: int = 0  # of those, how many beat the incumbent of their moment
     considered: int = 0  # candidates with an informative forecast or a measurement
@@ -231,6 +254,9 @@ class TrustSummary(BaseModel):
         text = (f"{self.informative_forecasts}/{self.forecasts} forecasts informative; "
                 f"{self.trusted}/{self.decisions} decisions trusted ({self.trusted_prunes} pruned, "
                 f"{self.trusted_accepts} accepted{self._source_note()}), {self.audits} audited")
+        if self.probation_audits:
+            text += (f" ({self.probation_audits} trying the seed's replayed thresholds on this task, "
+                     f"{self.probation_wrong} wrong)")
         if self.spare:
             text += f"; {self.spare} pruned measured anyway with budget to spare ({self.spare_beat} beat the incumbent)"
         if self.paired:
@@ -271,8 +297,10 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
             out.paired_read_otherwise += beat_of(record, m) != beat_incumbent(record.incumbent or 1.0, m.speedup)
         if record.audit:
             out.audits += 1
+            out.probation_audits += record.probation
             if record.trusted_as in audits and m is not None:
                 audits[record.trusted_as].append(wrong_given(record.trusted_as, beat_of(record, m)))
+                out.probation_wrong += record.probation and audits[record.trusted_as][-1]
                 if record.carried and record.trusted_as == "prune":
                     carried_audits.append(beat_of(record, m))
         elif record.spare:

@@ -37,6 +37,7 @@ thresholds = st.builds(
     TrustThresholds,
     prune_below=st.one_of(st.none(), st.floats(0.0, 0.5)),
     accept_above=st.one_of(st.none(), st.floats(0.5, 1.0)),
+    probation=st.sampled_from([(), ("prune",), ("accept",), ("prune", "accept")]),
 )
 routers = st.one_of(
     st.builds(SelectiveRouter, measure_per_round=st.integers(1, 8), audit_rate=st.floats(0.0, 1.0),
@@ -74,6 +75,10 @@ def test_selective_trusts_only_certified_working_forecasts(items, can_measure, t
             assert routed.decision in ("measure", "drop") and not routed.audit, "no P(beat): never trusted"
         if it.failed:
             assert routed.decision in ("measure", "drop") and not routed.audit, "a failed forecast is never trusted"
+        if routed.trusted:
+            assert not trust.on_probation(routed.decision), "a side on probation trusts nothing"
+        if routed.probation:
+            assert routed.audit and trust.on_probation(routed.trusted_as)
         if routed.decision == "prune" or routed.trusted_as == "prune":
             assert trust.prune_below is not None and p is not None and p <= trust.prune_below
         if routed.decision == "accept" or routed.trusted_as == "accept":
