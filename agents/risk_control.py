@@ -92,7 +92,8 @@ class TrustThresholds:
     certified_on: str = ""  # the task whose rows alone certified ("" : every task's rows, pooled and per task)
     prune_limited_by: str = ""  # the group whose bound ended the prune sequence ("" : the pooled rows, or none)
     withdrawn: tuple[str, ...] = ()  # replayed certificates the device's own record refuted ("prune", "accept")
-    probation: tuple[str, ...] = ()  # replayed certificates not yet audited on the run's task here: audit, don't trust
+    probation: tuple[tuple[str, int], ...] = ()  # replayed sides on trial on the run's task here, with the audits
+    # each still needs: audited, not trusted (:func:`probation`)
     failed_probation: tuple[str, ...] = ()  # replayed certificates one of whose first audits here was wrong
 
     @property
@@ -111,13 +112,16 @@ class TrustThresholds:
         return None
 
     def trusts(self, p_beat: float | None) -> bool:
-        """Whether a forecast with this P(beat) would be pruned or accepted on it alone, or audited for a side
-        on probation."""
+        """Whether a forecast with this P(beat) falls under a threshold (trusted, or on probation)."""
         return self.verdict(p_beat) is not None
 
     def on_probation(self, verdict: str | None) -> bool:
         """Whether a verdict's side waits for its first audits on this task before it is trusted."""
-        return verdict is not None and verdict in self.probation
+        return verdict is not None and verdict in dict(self.probation)
+
+    def trial_audits_needed(self, verdict: str | None) -> int:
+        """How many more audits a side on probation needs before it is judged (0: not on probation)."""
+        return dict(self.probation).get(verdict or "", 0)
 
     def describe(self) -> str:
         parts = [f"risk {self.risk:.0%} at {1 - self.delta:.0%} confidence, {self.n_calibration} calibration rows"
@@ -131,7 +135,7 @@ class TrustThresholds:
         parts += [f"the replayed {kind} threshold failed one of its first audits on this task here"
                   for kind in self.failed_probation]
         parts += [f"the replayed {kind} threshold is on probation (audited, not trusted, until "
-                  f"{PROBATION_AUDITS} audits on this task here are right)" for kind in self.probation]
+                  f"{PROBATION_AUDITS} audits on this task here are right; {left} to go)" for kind, left in self.probation]
         return "; ".join(parts)
 
 
@@ -236,11 +240,16 @@ def probation(thresholds: TrustThresholds, first_audits: Mapping[str, Sequence[b
     here are judged; it is trusted if all of them were right, and withdrawn for the task if one was wrong
     (the device's own record certifies it later). Only ever withdraws or delays trust: the guarantee of the
     replayed rows stands for what remains.
+
+    Limits: the trial is per task and side, not per stage bucket (a pass at one stage's threshold admits
+    another stage's, certified on the same replayed rows); "first" is among the audits the caller reads
+    (the device's latest runs, :data:`kernelcast.graphs.trust.MAX_RUNS`), so a trial older than that is
+    forgotten and held again.
     """
     if thresholds.source != SEED_REPLAY:
         return thresholds
     sides = {"prune": thresholds.prune_below, "accept": thresholds.accept_above}
-    waiting: list[str] = []
+    waiting: list[tuple[str, int]] = []
     failed: list[str] = []
     for side, threshold in sides.items():
         if threshold is None:
@@ -249,7 +258,7 @@ def probation(thresholds: TrustThresholds, first_audits: Mapping[str, Sequence[b
         if any(first):
             sides[side], failed = None, failed + [side]
         elif len(first) < PROBATION_AUDITS:
-            waiting.append(side)
+            waiting.append((side, PROBATION_AUDITS - len(first)))
     return replace(thresholds, prune_below=sides["prune"], accept_above=sides["accept"],
                    prune_bound=thresholds.prune_bound if sides["prune"] is not None else None,
                    accept_bound=thresholds.accept_bound if sides["accept"] is not None else None,

@@ -49,13 +49,15 @@ class RunConfig(BaseModel):
     risk: float = Field(DEFAULT_RISK, gt=0.0, lt=1.0, description="selective: tolerated share of false prunes (and false "
                         "accepts) among trusted decisions, certified at 90 % confidence from calibration data")
     trust_seed_replay: bool = Field(False, description="selective: until the device has its own calibration rows, "
-                                    "certify trust on the shipped seed's replayed decisions (off: the first router "
-                                    "bench with it found 5 of 20 checked trusted prunes wrong at risk 0.1)")
+                                    "certify trust on the shipped seed's replayed decisions, each side trusted on a "
+                                    "task only once its first 2 audits there were right (off by default: the seed's "
+                                    "calibration need not transfer to this device; router bench seed 1 found 4 of 12 "
+                                    "checked gemv prunes wrong)")
     trust_task_rows: bool = Field(True, description="selective: certify on the run's own task's calibration rows "
                                   "when they are enough alone; off: on every task's, pooled and per task (what a "
                                   "task the rows do not know gets)")
     audit_share: float = Field(0.1, ge=0.0, le=0.5, description="selective: share of the budget that may measure "
-                               "a random sample of trusted decisions")
+                               "a random sample of trusted decisions (and the trials of replayed thresholds)")
 
     @classmethod
     def of_run(cls, run: RunRecord) -> RunConfig:

@@ -141,6 +141,13 @@ class TopKRouter:
         return out
 
 
+def acts_on(trust: TrustThresholds, p_beat: float | None, audits: int) -> bool:
+    """Whether a forecast with this P(beat) would be judged against the incumbent without a plain measurement:
+    trusted, or (its side on probation) audited for the trial, which needs audits left."""
+    side = trust.verdict(p_beat)
+    return side is not None and (audits > 0 or not trust.on_probation(side))
+
+
 def audit_draw(key: str, seed: int) -> float:
     """A reproducible uniform number in [0, 1) per (candidate, seed): which trusted decisions are audited."""
     digest = hashlib.sha256(f"{seed}:{key}".encode()).digest()
@@ -156,8 +163,10 @@ class SelectiveRouter:
     thresholds (too little calibration data) nothing is trusted. A failed forecast is always deferred, so a
     broken model can cost budget but never correctness. Up to ``audits`` trusted decisions per call, drawn at
     random (``audit_rate``, reproducible by ``seed``), are measured anyway. A side on probation
-    (``trust.probation``: a replayed threshold not yet tried on this task here) trusts nothing: the audits go
-    to its would-be decisions first, every draw taken, and the rest are routed as uncertain children.
+    (``trust.probation``: a replayed threshold not yet tried on this task here) trusts nothing: its would-be
+    decisions get the audits first, as many as its trial still needs, drawn at random with every draw taken
+    (before the uncertain children, and out of the round's spare room), and the rest are routed as uncertain
+    children. With no audits left, a side on probation stays untrusted for the round.
     """
 
     measure_per_round: int = 4
@@ -184,10 +193,12 @@ class SelectiveRouter:
             (on_trial if trust.on_probation(verdict) else trusted).append((item, routed))
         measured = 0
         audit_room = max(0, min(audits, can_measure))
+        needed = {side: trust.trial_audits_needed(side) for side in ("prune", "accept")}
         for item, routed in sorted(on_trial, key=lambda pair: audit_draw(pair[0].hash, self.seed)):
-            if measured < audit_room:  # every draw: the first audits decide whether the side is trusted
+            if measured < audit_room and needed[routed.decision] > 0:  # every draw, as many as the trial needs
                 out[item.hash] = Routed("measure", f"probation audit of a replayed {routed.decision}: {routed.reason}",
                                         routed.p_beat, audit=True, trusted_as=routed.trusted_as, probation=True)
+                needed[routed.decision] -= 1
                 measured += 1
             else:
                 deferred.append(item)  # not trusted yet: routed as an uncertain child
@@ -209,8 +220,7 @@ class SelectiveRouter:
             else:
                 out[item.hash] = Routed("drop", "deferred, but " + ("the budget is exhausted" if in_turn + measured >= can_measure
                                                                    else "beyond this round's measurement cap"), p)
-        measured += in_turn
-        audit_room = max(0, min(audit_room, can_measure - measured))
+        audit_room = max(0, min(audit_room, can_measure - measured - in_turn))
         for item, routed in sorted(trusted, key=lambda pair: audit_draw(pair[0].hash, self.seed)):
             if audit_room > 0 and audit_draw(item.hash, self.seed) < self.audit_rate:
                 out[item.hash] = Routed("measure", f"audit of a trusted {routed.decision}: {routed.reason}",
@@ -220,7 +230,7 @@ class SelectiveRouter:
             else:
                 out[item.hash] = routed
         if not deferred:
-            self._spend_spare(trusted, out, limit - in_turn)
+            self._spend_spare(trusted, out, min(self.measure_per_round, can_measure) - measured - in_turn)
         return out
 
     @staticmethod

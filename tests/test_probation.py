@@ -4,6 +4,7 @@ pruned 166 children bought the audits that showed it)."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from kernelcast.agents.distributions import lognormal_bins
 from kernelcast.agents.risk_control import (DEVICE_RECORD, PROBATION_AUDITS, SEED_REPLAY, TrustThresholds,
                                             probation)
 from kernelcast.graphs.events import Route
-from kernelcast.graphs.routing import RoutingInput, SelectiveRouter
+from kernelcast.graphs.routing import RoutingInput, SelectiveRouter, acts_on
 from kernelcast.graphs.trust import trust_for
 from kernelcast.tools.store import Store
 from tests.test_store import measurement
@@ -24,13 +25,15 @@ REPLAYED = TrustThresholds(prune_below=0.2, accept_above=0.9, prune_bound=0.08, 
 
 def test_a_replayed_side_waits_for_its_first_audits_and_one_wrong_withdraws_it() -> None:
     untried = probation(REPLAYED, {})
-    assert untried.probation == ("prune", "accept") and untried.prune_below == 0.2 and not untried.failed_probation
+    assert untried.probation == (("prune", PROBATION_AUDITS), ("accept", PROBATION_AUDITS))
+    assert untried.prune_below == 0.2 and not untried.failed_probation
     assert untried.on_probation("prune") and not untried.on_probation(None)
     assert "on probation" in untried.describe()
     one_right = probation(REPLAYED, {"prune": [False]})
     assert one_right.on_probation("prune"), f"{PROBATION_AUDITS} audits decide, not one"
+    assert one_right.trial_audits_needed("prune") == PROBATION_AUDITS - 1 and one_right.trial_audits_needed(None) == 0
     passed = probation(REPLAYED, {"prune": [False] * PROBATION_AUDITS})
-    assert passed.probation == ("accept",) and passed.prune_below == 0.2 and passed.prune_bound == 0.08
+    assert passed.probation == (("accept", PROBATION_AUDITS),) and passed.prune_below == 0.2 and passed.prune_bound == 0.08
     failed = probation(REPLAYED, {"prune": [False, True], "accept": [True]})
     assert failed.prune_below is None and failed.prune_bound is None
     assert failed.accept_above is None and failed.failed_probation == ("prune", "accept") and not failed.probation
@@ -52,20 +55,29 @@ def _item(key: str, mu: float) -> RoutingInput:
 def test_on_probation_nothing_is_trusted_the_audits_go_to_its_would_be_decisions_first() -> None:
     items = [_item(f"slow{i}", math.log(0.5)) for i in range(12)] + [_item("unsure", 0.0)]
     on_trial = probation(REPLAYED, {})
-    out = SelectiveRouter(measure_per_round=2, audit_rate=0.0, seed=3).route(items, 10, trust=on_trial, audits=2)
+    router = SelectiveRouter(measure_per_round=2, audit_rate=0.0, seed=3)
+    out = router.route(items, 10, trust=on_trial, audits=5)
     assert not any(r.trusted for r in out.values()), "a side on probation decides nothing alone"
     audits = [r for r in out.values() if r.audit]
-    assert len(audits) == 2 and all(r.probation and r.trusted_as == "prune" and r.decision == "measure" for r in audits)
+    assert len(audits) == PROBATION_AUDITS, "as many audits as the trial needs, not the whole allowance"
+    assert all(r.probation and r.trusted_as == "prune" and r.decision == "measure" for r in audits)
     # the rest are routed as uncertain children: measured by expected gain within the cap, the others dropped
     rest = [r for key, r in out.items() if not r.audit]
     assert sum(r.decision == "measure" for r in rest) == 2
     assert {r.decision for r in rest} == {"measure", "drop"}
     assert any("on probation" in r.reason for r in rest)
+    half_tried = probation(REPLAYED, {"prune": [False]})
+    assert sum(r.audit for r in router.route(items, 10, trust=half_tried, audits=5).values()) == 1
+    # with no audits left the side stays untrusted: nothing audited, nothing trusted
+    spent = router.route(items, 10, trust=on_trial, audits=0)
+    assert not any(r.audit or r.trusted for r in spent.values())
+    assert not acts_on(on_trial, out["slow0"].p_beat, 0) and acts_on(on_trial, out["slow0"].p_beat, 1)
     # once passed, the same children are trusted, and audited only at the audit rate (0 here)
     passed = probation(REPLAYED, {"prune": [False, False]})
-    after = SelectiveRouter(measure_per_round=2, audit_rate=0.0, seed=3).route(items, 10, trust=passed, audits=2)
+    after = router.route(items, 10, trust=passed, audits=2)
     assert sum(r.decision == "prune" and r.trusted for r in after.values()) == 12
     assert not any(r.audit for r in after.values())
+    assert acts_on(passed, out["slow0"].p_beat, 0)
 
 
 def test_the_trial_reads_the_tasks_audits_under_replayed_trust_on_the_device(tmp_path: Path) -> None:
@@ -79,7 +91,7 @@ def test_the_trial_reads_the_tasks_audits_under_replayed_trust_on_the_device(tmp
         run = store.create_run(group.split("@")[0], device, {}, 24)
         store.update_run(run, calibration_group=group)
         for i, speedup in enumerate(speedups):
-            child = f"{group}-{device}-{source}-{i}".encode().hex().ljust(64, "0")[:64]
+            child = hashlib.sha256(f"{run}-{i}".encode()).hexdigest()
             store.add_event(run, "route", Route(decision="measure", p_beat=0.01, incumbent=1.0, audit=True,
                                                 trusted_as="prune", trust_source=source, probation=True).model_dump(),
                             candidate_hash=child)
@@ -90,7 +102,7 @@ def test_the_trial_reads_the_tasks_audits_under_replayed_trust_on_the_device(tmp
 
     assert thresholds("gemm").on_probation("prune")
     audit_run("gemm", [0.5, 0.8])
-    audit_run("softmax", [0.5], device="other")  # another device's audits say nothing about this one
+    audit_run("softmax", [0.5, 0.6], device="other")  # another device's audits say nothing about this one
     audit_run("softmax", [0.5, 0.6], source=DEVICE_RECORD)  # nor do audits of the device's own certificate
     gemm = thresholds("gemm")
     assert gemm.prune_below is not None and not gemm.on_probation("prune")
@@ -99,4 +111,6 @@ def test_the_trial_reads_the_tasks_audits_under_replayed_trust_on_the_device(tmp
     gemv = thresholds("gemv")
     assert gemv.prune_below is None and gemv.failed_probation == ("prune",)
     assert thresholds("gemm").prune_below is not None, "gemv's failed trial is its own"
+    audit_run("gemm", [1.6])  # a later run's wrong audit is past gemm's trial: the device's record judges it
+    assert thresholds("gemm").prune_below is not None and not thresholds("gemm").on_probation("prune")
     assert trust_for(store, "dev", stage, 0.1, replayed=False, group="gemm", trial_group="gemm").source == DEVICE_RECORD

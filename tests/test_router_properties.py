@@ -37,7 +37,7 @@ thresholds = st.builds(
     TrustThresholds,
     prune_below=st.one_of(st.none(), st.floats(0.0, 0.5)),
     accept_above=st.one_of(st.none(), st.floats(0.5, 1.0)),
-    probation=st.sampled_from([(), ("prune",), ("accept",), ("prune", "accept")]),
+    probation=st.sampled_from([(), (("prune", 1),), (("accept", 2),), (("prune", 2), ("accept", 1))]),
 )
 routers = st.one_of(
     st.builds(SelectiveRouter, measure_per_round=st.integers(1, 8), audit_rate=st.floats(0.0, 1.0),
@@ -83,6 +83,8 @@ def test_selective_trusts_only_certified_working_forecasts(items, can_measure, t
             assert trust.prune_below is not None and p is not None and p <= trust.prune_below
         if routed.decision == "accept" or routed.trusted_as == "accept":
             assert trust.accept_above is not None and p is not None and p >= trust.accept_above
+    for side in ("prune", "accept"):  # a trial takes the audits it needs, no more
+        assert sum(r.probation and r.trusted_as == side for r in out.values()) <= trust.trial_audits_needed(side)
     deferred = [it for it in items if not out[it.hash].trusted_as]
     measured = [by_hash[h] for h, r in out.items() if r.decision == "measure" and not r.audit]
     assert len(measured) <= k
