@@ -315,10 +315,10 @@ class Store:
         return self._run_record(rows[0])
 
     def runs(self, task: str | None = None, limit: int = 50) -> list[RunRecord]:
-        """The most recent runs first."""
+        """The most recent runs first (ties in creation time: the later inserted first)."""
         where, args = _where(task=task)
-        return [self._run_record(r)
-                for r in self.db.query(f"select * from runs {where} order by created_at desc limit ?", [*args, limit])]
+        query = f"select * from runs {where} order by created_at desc, rowid desc limit ?"
+        return [self._run_record(r) for r in self.db.query(query, [*args, limit])]
 
     def add_event(self, run_id: str, kind: str, payload: dict[str, Any] | None = None,
                   candidate_hash: str | None = None) -> int:
