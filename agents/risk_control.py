@@ -111,10 +111,6 @@ class TrustThresholds:
             return "accept"
         return None
 
-    def trusts(self, p_beat: float | None) -> bool:
-        """Whether a forecast with this P(beat) falls under a threshold (trusted, or on probation)."""
-        return self.verdict(p_beat) is not None
-
     def on_probation(self, verdict: str | None) -> bool:
         """Whether a verdict's side waits for its first audits on this task before it is trusted."""
         return verdict is not None and verdict in dict(self.probation)

@@ -33,12 +33,12 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from kernelcast.agents.device_probe import run_probe  # noqa: E402
+from kernelcast.agents.risk_control import PROBATION_AUDITS  # noqa: E402
 from kernelcast.settings import get_settings  # noqa: E402
 from kernelcast.graphs.config import RunConfig  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
 from kernelcast.graphs.events import Spend  # noqa: E402
 from kernelcast.graphs.run import start_run  # noqa: E402
-from kernelcast.agents.risk_control import PROBATION_AUDITS  # noqa: E402
 from kernelcast.graphs.trust import TrustedDecision, trust_summary, trusted_decisions, wrong_given  # noqa: E402
 from kernelcast.tools.expr import evaluate  # noqa: E402
 from kernelcast.tools.measurement import MeasureConfig  # noqa: E402

@@ -191,36 +191,38 @@ class SelectiveRouter:
             routed = Routed(verdict, f"P(beat incumbent {item.incumbent:.3g}x) = {p:.3f} {sign} {bound:.3g} "
                                      f"({trust.describe()})", p, trusted_as=verdict)
             (on_trial if trust.on_probation(verdict) else trusted).append((item, routed))
-        measured = 0
+        trial = 0  # audits of sides on probation
+        untried: set[str] = set()  # would-be decisions of a side on probation left without an audit
         audit_room = max(0, min(audits, can_measure))
         needed = {side: trust.trial_audits_needed(side) for side in ("prune", "accept")}
         for item, routed in sorted(on_trial, key=lambda pair: audit_draw(pair[0].hash, self.seed)):
-            if measured < audit_room and needed[routed.decision] > 0:  # every draw, as many as the trial needs
+            if trial < audit_room and needed[routed.decision] > 0:  # every draw, as many as the trial needs
                 out[item.hash] = Routed("measure", f"probation audit of a replayed {routed.decision}: {routed.reason}",
                                         routed.p_beat, audit=True, trusted_as=routed.trusted_as, probation=True)
                 needed[routed.decision] -= 1
-                measured += 1
+                trial += 1
             else:
                 deferred.append(item)  # not trusted yet: routed as an uncertain child
-        audit_room -= measured
+                untried.add(item.hash)
+        audit_room -= trial
         deferred.sort(key=measure_order)
-        limit = min(self.measure_per_round, can_measure - measured)
-        in_turn = 0
+        limit = min(self.measure_per_round, can_measure - trial)
+        in_turn = 0  # deferred children and audits of trusted decisions
         for item in deferred:
             p = item.p_beat
             why = ("forecast failed: deferred to hardware" if item.failed else
                    "no P(beat) from bins past the incumbent: deferred to hardware") if p is None else \
                 f"uncertain (P(beat incumbent {item.incumbent:.3g}x) = {p:.3f}): deferred to hardware"
-            if trust.on_probation(side := trust.verdict(p)):
-                why = f"P(beat incumbent {item.incumbent:.3g}x) = {p:.3f}: the replayed {side} threshold is on " \
-                      "probation (not trusted until audited here): deferred to hardware"
+            if item.hash in untried:
+                why = f"P(beat incumbent {item.incumbent:.3g}x) = {p:.3f}: the replayed {trust.verdict(p)} threshold " \
+                      "is on probation (not trusted until audited here): deferred to hardware"
             if in_turn < limit:
                 out[item.hash] = Routed("measure", why, p)
                 in_turn += 1
             else:
-                out[item.hash] = Routed("drop", "deferred, but " + ("the budget is exhausted" if in_turn + measured >= can_measure
+                out[item.hash] = Routed("drop", "deferred, but " + ("the budget is exhausted" if in_turn + trial >= can_measure
                                                                    else "beyond this round's measurement cap"), p)
-        audit_room = max(0, min(audit_room, can_measure - measured - in_turn))
+        audit_room = max(0, min(audit_room, can_measure - trial - in_turn))
         for item, routed in sorted(trusted, key=lambda pair: audit_draw(pair[0].hash, self.seed)):
             if audit_room > 0 and audit_draw(item.hash, self.seed) < self.audit_rate:
                 out[item.hash] = Routed("measure", f"audit of a trusted {routed.decision}: {routed.reason}",
@@ -230,7 +232,7 @@ class SelectiveRouter:
             else:
                 out[item.hash] = routed
         if not deferred:
-            self._spend_spare(trusted, out, min(self.measure_per_round, can_measure) - measured - in_turn)
+            self._spend_spare(trusted, out, min(self.measure_per_round, can_measure) - trial - in_turn)
         return out
 
     @staticmethod

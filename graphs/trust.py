@@ -299,8 +299,9 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
             out.audits += 1
             out.probation_audits += record.probation
             if record.trusted_as in audits and m is not None:
-                audits[record.trusted_as].append(wrong_given(record.trusted_as, beat_of(record, m)))
-                out.probation_wrong += record.probation and audits[record.trusted_as][-1]
+                wrong = wrong_given(record.trusted_as, beat_of(record, m))
+                audits[record.trusted_as].append(wrong)
+                out.probation_wrong += record.probation and wrong
                 if record.carried and record.trusted_as == "prune":
                     carried_audits.append(beat_of(record, m))
         elif record.spare:

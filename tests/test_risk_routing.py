@@ -76,9 +76,9 @@ def test_expected_gain_falls_as_the_incumbent_rises() -> None:
 
 def test_a_forecast_is_trusted_when_its_p_crosses_a_threshold() -> None:
     both = TrustThresholds(prune_below=0.05, accept_above=0.9)
-    assert both.trusts(0.05) and both.trusts(0.0) and both.trusts(0.9) and both.trusts(1.0)
-    assert not both.trusts(0.06) and not both.trusts(0.89) and not both.trusts(None)
-    assert not TrustThresholds(prune_below=0.05).trusts(0.95)  # no acceptance certified
+    assert all(both.verdict(p) is not None for p in (0.05, 0.0, 0.9, 1.0))
+    assert all(both.verdict(p) is None for p in (0.06, 0.89, None))
+    assert TrustThresholds(prune_below=0.05).verdict(0.95) is None  # no acceptance certified
 
 
 def test_clopper_pearson_bounds() -> None:
@@ -91,7 +91,7 @@ def test_clopper_pearson_bounds() -> None:
 def test_no_calibration_data_means_no_trust() -> None:
     trust = fit_thresholds([], risk=0.1)
     assert not trust.trusts_anything and trust.n_calibration == 0
-    assert not any(trust.trusts(p) for p in (0.0, 0.5, 1.0, None))
+    assert all(trust.verdict(p) is None for p in (0.0, 0.5, 1.0, None))
     few = [CalibrationRow(0.001, False)] * 10  # ten clean rows cannot certify 10 % at 90 % confidence
     assert fit_thresholds(few, risk=0.1).prune_below is None
     with pytest.raises(ValueError, match="risk"):
