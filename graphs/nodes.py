@@ -21,7 +21,7 @@ from kernelcast.graphs import puct
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.errors import SearchFailed
-from kernelcast.graphs.routing import RoutingInput, acts_on, measure_order
+from kernelcast.graphs.routing import Routed, RoutingInput, acts_on, measure_order
 from kernelcast.graphs.trust import last_routes
 from kernelcast.graphs.state import DECISION_OUTCOME, ForecastSummary, NodeRecord, SearchState, TreeEdit, outcome_counts
 from kernelcast.tools.candidate import Candidate
@@ -370,12 +370,47 @@ class SearchNodes:
     def route(self, state: SearchState) -> dict[str, Any]:
         """Route on P(child beats the incumbent), trusting forecasts only as far as calibration certifies
         (``--risk``) and only against a confirmed incumbent; a share of the budget audits trusted decisions.
-        Every decision is logged with its p."""
+        Every decision is logged with its p.
+
+        A replayed threshold on probation is tried first: its trial audits are measured inside this step, and
+        the rest of the round is routed on the thresholds as the trial left them, so a trial that passes
+        trusts the same round's other would-be decisions (router_bench seed 0: transpose and stencil2d, first
+        certified at stage 16, bought their trial in the round that spent the rest of the budget, and every
+        would-be prune of that round was deferred and then dropped). Resume-safe: trial audits measured before
+        a kill in this step are applied from the store, not bought again, and not routed again.
+        """
         ctx = self.ctx
         nodes = TreeEdit(state["nodes"])
         best, to_best = state.get("best"), state.get("measurements_to_best", 0)
         carried = state.get("carried", [])
         children = [*state["children"], *carried]
+        tried = self.measured_before_a_kill(children)
+        best, to_best = self._measure_search(nodes, tried, best, to_best)
+        while True:
+            left = [key for key in children if key not in tried]
+            trust, audits, stage, items, best, to_best = self.round_trust(nodes, left, best, to_best)
+            informative = {it.hash: not it.failed for it in items}
+            decisions = ctx.router.route(items, self.allowance(nodes), trust=trust, audits=audits)
+            trial = [key for key, routed in decisions.items() if routed.probation]
+            if not trial:
+                break
+            for key in trial:  # logged before they are bought: the trial reads its audits from the route events
+                self._log_route(nodes, key, decisions[key], key in carried, best, informative[key], stage, trust)
+            best, to_best = self._measure_search(nodes, trial, best, to_best)
+            tried = [*tried, *trial]
+        to_measure = []
+        for key, routed in decisions.items():
+            self._log_route(nodes, key, routed, key in carried, best, informative[key], stage, trust)
+            if routed.decision == "measure":
+                to_measure.append(key)
+        return {"nodes": nodes.changes(), "to_measure": to_measure, "best": best, "measurements_to_best": to_best}
+
+    def round_trust(self, nodes: TreeEdit, children: list[str], best: str | None, to_best: int
+                    ) -> tuple[TrustThresholds, int, int, list[RoutingInput], str | None, int]:
+        """(thresholds, audits, stage, the children as the router reads them, best, measurements to it) for a
+        routing of ``children``: the incumbent is confirmed first when anything would be trusted or audited
+        against it (:meth:`confirm_incumbent`); without a confirmation to buy, nothing is trusted."""
+        ctx = self.ctx
         trust, audits, stage = self.trust_now(children)
         items = self.routing_items(nodes, best, children)
         while best is not None and nodes[best]["confirmed"] is None:
@@ -390,24 +425,28 @@ class SearchNodes:
             # a decision's calibration row reads its child's latest measurement, so a confirmation can move them
             trust, audits, stage = self.trust_now(children)
             items = self.routing_items(nodes, best, children)
+        return trust, audits, stage, items, best, to_best
+
+    def _log_route(self, nodes: TreeEdit, key: str, routed: Routed, carried: bool, best: str | None,
+                   informative: bool, stage: int, trust: TrustThresholds) -> None:
+        """Write a routing decision onto its node and into the store, against the incumbent ``best`` stands for."""
+        node = nodes[key]
+        reason = (f"carried over from round {node['iteration']}: " if carried else "") + routed.reason
+        node["reason"] = reason
+        if routed.decision != "measure":
+            node["outcome"] = DECISION_OUTCOME[routed.decision].value  # plain str in checkpoints
         incumbent, incumbent_hash = incumbent_of(nodes, best)
-        informative = {it.hash: not it.failed for it in items}
-        decisions = ctx.router.route(items, self.allowance(nodes), trust=trust, audits=audits)
-        to_measure = []
-        for key, routed in decisions.items():
-            node = nodes[key]
-            reason = ("carried over from round " + str(node["iteration"]) + ": " if key in carried else "") + routed.reason
-            node["reason"] = reason
-            if routed.decision == "measure":
-                to_measure.append(key)
-            else:
-                node["outcome"] = DECISION_OUTCOME[routed.decision].value  # plain str in checkpoints
-            ctx.emit(ev.Route(decision=routed.decision, reason=reason, p_beat=routed.p_beat,
-                              incumbent=incumbent, incumbent_hash=incumbent_hash, audit=routed.audit,
-                              trusted_as=routed.trusted_as, carried=key in carried,
-                              informative=informative[key], spare=routed.spare, stage=stage, probation=routed.probation,
-                              trust_source=trust.source if trust.trusts_anything else ""), candidate_hash=key)
-        return {"nodes": nodes.changes(), "to_measure": to_measure, "best": best, "measurements_to_best": to_best}
+        self.ctx.emit(ev.Route(decision=routed.decision, reason=reason, p_beat=routed.p_beat, incumbent=incumbent,
+                               incumbent_hash=incumbent_hash, audit=routed.audit, trusted_as=routed.trusted_as,
+                               carried=carried, informative=informative, spare=routed.spare, stage=stage,
+                               probation=routed.probation, trust_source=trust.source if trust.trusts_anything else ""),
+                      candidate_hash=key)
+
+    def measured_before_a_kill(self, children: list[str]) -> list[str]:
+        """The round's children this run already measured: trial audits bought in this very route step before
+        a kill (a child reaches the route step unmeasured otherwise)."""
+        bought = {m.candidate_hash for m in self.ctx.store.measurements(run_id=self.ctx.run_id) if m.phase == "search"}
+        return [key for key in children if key in bought]
 
     def routing_items(self, nodes: Mapping[str, NodeRecord], best: str | None, children: list[str]
                       ) -> list[RoutingInput]:
@@ -476,8 +515,15 @@ class SearchNodes:
     def measure(self, state: SearchState) -> dict[str, Any]:
         nodes = TreeEdit(state["nodes"])
         best, to_best = state.get("best"), state.get("measurements_to_best", 0)
-        results = self._measure_many(nodes, list(state["to_measure"]), "search", rival=incumbent_of(nodes, best)[1])
-        for key in state["to_measure"]:
+        best, to_best = self._measure_search(nodes, list(state["to_measure"]), best, to_best)
+        return {"nodes": nodes.changes(), "to_measure": [], "best": best, "measurements_to_best": to_best}
+
+    def _measure_search(self, nodes: TreeEdit, keys: list[str], best: str | None, to_best: int
+                        ) -> tuple[str | None, int]:
+        """Measure routed children beside the incumbent and mark each node measured, failed, or dropped when
+        nothing was bought: (best, measurements to it) after them."""
+        results = self._measure_many(nodes, keys, "search", rival=incumbent_of(nodes, best)[1])
+        for key in keys:
             result = results[key]
             if result is None:
                 nodes[key]["outcome"] = "dropped"
@@ -486,7 +532,7 @@ class SearchNodes:
                 continue
             nodes[key]["outcome"] = "measured" if result.ok else "failed"
             best, to_best = self._track_best(nodes, key, best, to_best)
-        return {"nodes": nodes.changes(), "to_measure": [], "best": best, "measurements_to_best": to_best}
+        return best, to_best
 
     def backup(self, state: SearchState) -> dict[str, Any]:
         nodes = TreeEdit(state["nodes"])

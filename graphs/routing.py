@@ -220,8 +220,8 @@ class SelectiveRouter:
                 out[item.hash] = Routed("measure", why, p)
                 in_turn += 1
             else:
-                out[item.hash] = Routed("drop", "deferred, but " + ("the budget is exhausted" if in_turn + trial >= can_measure
-                                                                   else "beyond this round's measurement cap"), p)
+                cap = "the budget is exhausted" if in_turn + trial >= can_measure else "beyond this round's measurement cap"
+                out[item.hash] = Routed("drop", f"{why}, but {cap}" if item.hash in untried else f"deferred, but {cap}", p)
         audit_room = max(0, min(audit_room, can_measure - trial - in_turn))
         for item, routed in sorted(trusted, key=lambda pair: audit_draw(pair[0].hash, self.seed)):
             if audit_room > 0 and audit_draw(item.hash, self.seed) < self.audit_rate:
