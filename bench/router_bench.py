@@ -306,6 +306,11 @@ def main() -> None:
         recheck(Path(args.out), args, console)
         return
     out = Path(args.out or tempfile.mkdtemp(prefix="router-bench-"))
+    if earlier := sorted(str(path.relative_to(out)) for path in out.glob("**/*.db")):
+        # a store there would carry its runs' calibration rows, trials and measurements into this bench
+        parser.error(f"--out {out} holds an earlier bench's stores ({', '.join(earlier[:3])}"
+                     f"{', ...' if len(earlier) > 3 else ''}): choose an empty folder, or pass --recheck to check "
+                     "those runs again")
     out.mkdir(parents=True, exist_ok=True)
     dataset = str(Path(args.dataset).resolve())
     if not Path(dataset).exists():
