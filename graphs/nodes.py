@@ -384,11 +384,16 @@ class SearchNodes:
         best, to_best = state.get("best"), state.get("measurements_to_best", 0)
         carried = state.get("carried", [])
         children = [*state["children"], *carried]
-        tried = self.measured_before_a_kill(children)
-        best, to_best = self._measure_search(nodes, tried, best, to_best)
+        # trial audits bought before a kill: applied after the confirmation the step had bought before them
+        pending = self.measured_before_a_kill(children)
+        tried = list(pending)
         while True:
             left = [key for key in children if key not in tried]
             trust, audits, stage, items, best, to_best = self.round_trust(nodes, left, best, to_best)
+            if pending:
+                best, to_best = self._measure_search(nodes, pending, best, to_best)
+                pending = []
+                continue
             informative = {it.hash: not it.failed for it in items}
             decisions = ctx.router.route(items, self.allowance(nodes), trust=trust, audits=audits)
             trial = [key for key, routed in decisions.items() if routed.probation]

@@ -48,6 +48,7 @@ def _kill_after_the_first_trial_audit(home: Path) -> tuple[str | None, str | Non
             os.kill(proc.pid, signal.SIGKILL)
             break
     proc.wait()
+    assert killed is not None or proc.returncode == 0, f"the run failed (exit {proc.returncode}) before any trial"
     return run_id, killed
 
 
@@ -76,8 +77,8 @@ def test_a_passed_trial_trusts_its_own_round_and_a_kill_after_a_trial_audit_lose
         elif event.kind == "spend" and event.candidate_hash:
             spent_at.setdefault(event.candidate_hash, i)
     for side in ("prune", "accept"):
-        trial = sorted((spent_at[key], key) for key, r in routes.items()
-                       if r.probation and r.trusted_as == side and key in measured)  # its audits bought, in order
+        trial = sorted((spent_at[key], key) for key, r in routes.items()  # its audits bought, in order
+                       if r.probation and r.trusted_as == side and key in measured and key in spent_at)
         verdicts = [wrong_given(side, beat_of(routes[key], measured[key])) for _, key in trial]
         trusted = [i for i, e in enumerate(events) if e.kind == "route" and e.candidate_hash
                    and (r := RouteRecord.model_validate(e.payload)).forecast_alone and r.decision == side
