@@ -447,11 +447,12 @@ class SearchNodes:
                                probation=routed.probation, trust_source=trust.source if trust.trusts_anything else ""),
                       candidate_hash=key)
 
-    def measured_before_a_kill(self, children: list[str]) -> list[str]:
-        """The round's children this run already measured: trial audits bought in this very route step before
-        a kill (a child reaches the route step unmeasured otherwise)."""
-        bought = {m.candidate_hash for m in self.ctx.store.measurements(run_id=self.ctx.run_id) if m.phase == "search"}
-        return [key for key in children if key in bought]
+    def measured_before_a_kill(self, keys: list[str]) -> list[str]:
+        """Those of ``keys`` this run already measured (confirmations aside), in their order: in the route step,
+        trial audits bought in that very step before a kill (a child reaches it unmeasured otherwise); in
+        verify, what an earlier attempt of it bought."""
+        bought = {m.candidate_hash for m in self.ctx.store.measurements(run_id=self.ctx.run_id) if m.phase != "confirm"}
+        return [key for key in keys if key in bought]
 
     def routing_items(self, nodes: Mapping[str, NodeRecord], best: str | None, children: list[str]
                       ) -> list[RoutingInput]:
@@ -618,8 +619,7 @@ class SearchNodes:
     def _apply_stored(self, nodes: TreeEdit, keys: list[str], phase: str) -> list[str]:
         """Apply the run's stored measurements of ``keys`` (bought before a restart) to their nodes, at no cost
         (once the budget is spent the measuring loops would never reach them); the keys applied."""
-        bought = {m.candidate_hash for m in self.ctx.store.measurements(run_id=self.ctx.run_id) if m.phase != "confirm"}
-        stored = [k for k in keys if k in bought]
+        stored = self.measured_before_a_kill(keys)
         for key, result in self._measure_many(nodes, stored, phase).items():
             assert result is not None, "a stored measurement was not reused"
             if phase == "verify":
