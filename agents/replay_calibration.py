@@ -15,8 +15,10 @@ after 2 taught measurements, 7.9 % after 4, 3.1-7.6 % after 6-20. So rows are ce
 (:func:`stage_bucket`), live decisions included, and a threshold earned late in runs is never applied to the
 first rounds of one.
 
-Opt-in (``RunConfig.trust_seed_replay``): on its first router bench, 5 of 30 checked trusted prunes were wrong
-against a 10 % bound, so the replayed rows are not shown exchangeable with a live run's decisions.
+On by default (``RunConfig.trust_seed_replay``), but never trusted on a task and device before the trial
+(:func:`kernelcast.agents.risk_control.probation`): on its first router bench, without the trial, 5 of 30
+checked trusted prunes were wrong against a 10 % bound, so the replayed rows are not shown exchangeable with a
+live run's decisions until the device has judged them.
 
 The file is built by ``python -m kernelcast.agents.replay_calibration`` and must be rebuilt when the
 forecaster changes (a test replays one group and compares).

@@ -35,7 +35,7 @@ from rich.table import Table  # noqa: E402
 from kernelcast.agents.device_probe import run_probe  # noqa: E402
 from kernelcast.agents.risk_control import PROBATION_AUDITS  # noqa: E402
 from kernelcast.settings import get_settings  # noqa: E402
-from kernelcast.graphs.config import RunConfig  # noqa: E402
+from kernelcast.graphs.config import RunConfig, default  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
 from kernelcast.graphs.events import Spend  # noqa: E402
 from kernelcast.graphs.run import start_run  # noqa: E402
@@ -282,8 +282,9 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--all-task-rows", action="store_true",
                         help="selective: certify on every task's calibration rows, as for a task they do not know")
-    parser.add_argument("--seed-replay", action="store_true",
-                        help="selective: certify trust on the seed's replayed decisions until the device has its own")
+    parser.add_argument("--seed-replay", action=argparse.BooleanOptionalAction, default=default("trust_seed_replay"),
+                        help="selective: certify trust on the seed's replayed decisions until the device has its own "
+                             "(the default; --no-seed-replay: only on the device's own)")
     parser.add_argument("--dataset", default=str(get_settings().db_path), help="store the forecaster trains on")
     parser.add_argument("--backend", default="opencl")
     parser.add_argument("--sizes", default="full")

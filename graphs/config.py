@@ -48,11 +48,11 @@ class RunConfig(BaseModel):
     learn_online: bool = Field(True, description="retrain the forecaster on the run's own measurements as they arrive")
     risk: float = Field(DEFAULT_RISK, gt=0.0, lt=1.0, description="selective: tolerated share of false prunes (and false "
                         "accepts) among trusted decisions, certified at 90 % confidence from calibration data")
-    trust_seed_replay: bool = Field(False, description="selective: until the device has its own calibration rows, "
+    trust_seed_replay: bool = Field(True, description="selective: until the device has its own calibration rows, "
                                     "certify trust on the shipped seed's replayed decisions, each side trusted on a "
-                                    "task only once its first 2 audits there were right (off by default: the seed's "
-                                    "calibration need not transfer to this device; router bench seed 1 found 4 of 12 "
-                                    "checked gemv prunes wrong)")
+                                    "task only once its first 2 audits there were right, and withdrawn when the "
+                                    "device's own record refutes it (off: nothing is trusted before the device's own "
+                                    "rows certify a stage, which took 4-6 runs in router_bench)")
     trust_task_rows: bool = Field(True, description="selective: certify on the run's own task's calibration rows "
                                   "when they are enough alone; off: on every task's, pooled and per task (what a "
                                   "task the rows do not know gets)")

@@ -477,7 +477,7 @@ class SearchNodes:
         stage = stage_of(ctx.store, ctx.run_id)
         if not ctx.config.router_spec.certifies_trust:
             return TrustThresholds(risk=ctx.config.risk), 0, stage
-        # opt-in (RunConfig.trust_seed_replay); the seed was replayed on written candidates only: a round with
+        # RunConfig.trust_seed_replay (on by default); the seed was replayed on written candidates only: a round with
         # derived points needs the device's own rows
         replayed = ctx.config.trust_seed_replay and all(
             (cand := ctx.store.candidate(key)) is not None and family(cand) == WRITTEN for key in children)

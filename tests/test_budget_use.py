@@ -77,9 +77,11 @@ def test_a_run_whose_router_prunes_everything_still_spends_its_budget(tmp_path: 
     trusted does not hang on one trajectory's timings (with 2 per round, 4 rounds of 16, one fresh-clone run
     on a loaded machine had none). Budget 18: trusted rounds first confirm their incumbent, and each stage
     bucket needs rows of its own before it trusts, so at budget 10 some runs had no round left that trusted
-    every child."""
+    every child. On the device's own rows only: the seed's replayed thresholds would first wait for a trial
+    that a budget-18 run's one audit cannot finish."""
     store = Store(tmp_path / "k.db")
-    config = RunConfig(task="softmax", budget=18, router="selective", sizes="small", risk=0.99, measure_per_round=1)
+    config = RunConfig(task="softmax", budget=18, router="selective", sizes="small", risk=0.99, measure_per_round=1,
+                       trust_seed_replay=False)
     result = start_run(config, store, RunEnv(tmp_path, measure_timeout_s=60))
     assert result.spent == config.budget, result.stop_reason
     assert result.stop_reason.startswith("budget spent")

@@ -147,6 +147,12 @@ def optimize(
                                  "name them with --device 0:0,1:0)"),
     ray: str | None = typer.Option(None, "--ray", help="'auto' (start or join a local Ray) or a cluster address"),
     share_device: bool = typer.Option(False, "--share-device", help="let parallel workers share one device"),
+    seed_replay: bool = typer.Option(default("trust_seed_replay"), "--seed-replay/--no-seed-replay",
+                                     help="selective: until this device's own decisions certify trust, certify it "
+                                     "on the shipped seed's replayed decisions, each side on trial per task (its "
+                                     "first 2 audits here must be right)"),
+    audit_share: float = typer.Option(default("audit_share"), "--audit-share", help="selective: share of the "
+                                      "budget that may measure a random sample of trusted decisions (0 to 0.5)"),
 ) -> None:
     """Optimize a task under a fixed hardware budget; prints the best measured kernel and the run folder."""
     try:
@@ -160,10 +166,13 @@ def optimize(
         fail("--events takes 'jsonl'")
     if not 0.0 < risk < 1.0:
         fail(f"--risk must be between 0 and 1 (exclusive), got {risk}")
+    if not 0.0 <= audit_share <= 0.5:
+        fail(f"--audit-share must be between 0 and 0.5, got {audit_share}")
     result = _drive(f"optimizing {task} ({router}, budget {budget})", events, lambda view: api.optimize(
         task, budget=budget, router=router, threshold=threshold, generator=generator, forecaster=forecaster,
         model=model, device=device, seed=seed, sizes=sizes, measure_per_round=k, on_event=view,
-        learn_online=learn_online, risk=risk, parallel=parallel, ray=ray, share_device=share_device))
+        learn_online=learn_online, risk=risk, parallel=parallel, ray=ray, share_device=share_device,
+        trust_seed_replay=seed_replay, audit_share=audit_share))
     if events == "jsonl":
         print(json.dumps({"event": "result", **result.model_dump()}), flush=True)
     else:
