@@ -166,8 +166,6 @@ def optimize(
         fail("--events takes 'jsonl'")
     if not 0.0 < risk < 1.0:
         fail(f"--risk must be between 0 and 1 (exclusive), got {risk}")
-    if not 0.0 <= audit_share <= 0.5:
-        fail(f"--audit-share must be between 0 and 0.5, got {audit_share}")
     result = _drive(f"optimizing {task} ({router}, budget {budget})", events, lambda view: api.optimize(
         task, budget=budget, router=router, threshold=threshold, generator=generator, forecaster=forecaster,
         model=model, device=device, seed=seed, sizes=sizes, measure_per_round=k, on_event=view,
