@@ -119,7 +119,8 @@ class BlendedForecaster:
                 continue
             task = self._task(task_name)
             for _, m in rows:
-                best = max(best, (bandwidth_from(m, task) or 0.0) if task is not None else 0.0)
+                best = max(best, (bandwidth_from(m, task) or 0.0) if task is not None and task.owns(m.task_fingerprint)
+                           else 0.0)
         return Bandwidth(best, "probe") if best > 0 else None
 
     def _task(self, name: str) -> Task | None:
@@ -193,11 +194,12 @@ class BlendedForecaster:
     # ---- in-task learning ---------------------------------------------------------------
     def _task_data(self, task: Task, hw: HardwareSpec) -> _TaskData:
         """The in-task data of (task, device, size set): a run at small sizes learns from small-size rows only
-        (the store's history is full-size)."""
-        key = (task.name, hw.key, task.measured_at)
+        (the store's history is full-size). Kept by the task's fingerprint: two tasks of one name are two."""
+        key = (task.fingerprint, hw.key, task.measured_at)
         if key not in self._tasks:
             history = self._history.get((task.name, hw.key), []) if task.measured_at == "full" else []
-            self._tasks[key] = _TaskData(task, hw, list(history), [])
+            own = [(c, m) for c, m in history if task.owns(m.task_fingerprint)]  # not another task of its name
+            self._tasks[key] = _TaskData(task, hw, own, [])
         entry = self._tasks[key]
         entry.task, entry.hardware = task, hw
         return entry

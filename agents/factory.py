@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from kernelcast.agents.forecast import Forecast, Forecaster
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import HardwareSpec, Measurement
-from kernelcast.tools.task import Task
+from kernelcast.tools.task import Task, builtin_task_paths, load_task
 
 if TYPE_CHECKING:
     from kernelcast.tools.store import Store
@@ -62,6 +62,16 @@ def foreign_seed(pairs: list[tuple[Candidate, Measurement]], specs: dict[str, Ha
     return out, {(renamed[k].key if k in renamed else k): renamed.get(k, s) for k, s in specs.items()}
 
 
+def measured_on_builtins(pairs: list[tuple[Candidate, Measurement]]) -> list[tuple[Candidate, Measurement]]:
+    """The shipped seed's pairs, each marked as measured on the built-in task of its name (the seed was built
+    from the built-ins, before measurements carried a task fingerprint), so a user's task that borrows a
+    built-in's name neither trains on them as its own nor lends them its source."""
+    paths = builtin_task_paths()
+    fingerprints = {name: load_task(paths[name]).fingerprint for name in {m.task for _, m in pairs} if name in paths}
+    return [(c, m.model_copy(update={"task_fingerprint": fingerprints[m.task]})
+             if m.task_fingerprint is None and m.task in fingerprints else m) for c, m in pairs]
+
+
 def learned_forecaster(store: "Store | None", device: str | None, exclude_task: str | None = None,
                        seed_path: Path = SEED_DATASET, worker: "Measurer | None" = None) -> Forecaster:
     """The run's forecaster: the roofline prior, blended with a forest trained on every device's measured
@@ -84,6 +94,7 @@ def learned_forecaster(store: "Store | None", device: str | None, exclude_task: 
     seeded = False
     if seed_path.exists():
         seed_pairs, seed_devices = foreign_seed(*Store.read_pairs(seed_path), devices)
+        seed_pairs = measured_on_builtins(seed_pairs)
         known = {(m.candidate_hash, m.device) for _, m in pairs}
         extra = [(c, m) for c, m in seed_pairs if (m.candidate_hash, m.device) not in known]
         seeded = bool(extra)

@@ -187,7 +187,7 @@ class GenerationContext(BaseModel):
         Only measurements on ``device`` at the run's size set count: a kernel measured elsewhere, or only at
         the other sizes (a quick run at small sizes before the real one), is still new here.
         """
-        measurements = store.measurements(task=task.name, device=device, sizes=sizes)
+        measurements = store.measurements(task=task.name, device=device, sizes=sizes, fingerprint=task.fingerprint)
         best: dict[str, float] = {}
         for m in measurements:
             if m.ok and m.speedup is not None:
@@ -197,7 +197,7 @@ class GenerationContext(BaseModel):
             candidate = store.candidate(key)
             if candidate is not None:
                 ranked.append((candidate, speedup))
-        latest = store.latest_measurement(parent.hash, device, sizes)
+        latest = store.latest_measurement(parent.hash, device, sizes, fingerprint=task.fingerprint)
         return cls(
             parent_speedup=latest.speedup if latest else None,
             parent_speedup_kind="measured" if latest is not None and latest.ok else "unknown",
@@ -205,7 +205,7 @@ class GenerationContext(BaseModel):
             parent_report="" if latest is None or latest.ok else latest.reason,
             best=ranked, hardware=hardware, siblings=set(siblings), feedback=list(feedback), seed=seed,
             known_hashes={m.candidate_hash for m in measurements} | set(extra_known),
-            measured_points=store.measured_params(task.name, device, sizes),
+            measured_points=store.measured_params(task.name, device, sizes, fingerprint=task.fingerprint),
             tried=_tried(store, task, measurements),
         )
 

@@ -32,7 +32,7 @@ from kernelcast.agents.forecast import Forecast, Provenance
 from kernelcast.agents.scoring import ScoreSummary, recovered_speedup, summarize
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import HardwareSpec, Measurement
-from kernelcast.tools.task import Task, TaskError, load_task, resolve_task
+from kernelcast.tools.task import Task, TaskError, builtin_task_paths, load_task, resolve_task
 
 MIN_SAMPLES = 30  # below this the forest is not trained; the blend then rests on the prior
 SMOOTHING = 0.01  # mixed-in uniform mass: a bin never seen in training is unlikely, not impossible
@@ -86,28 +86,32 @@ class TrainingSet:
 
 def training_set(pairs: Iterable[tuple[Candidate, Measurement]], tasks: TaskLookup = resolve_task,
                  hardware: Mapping[str, HardwareSpec] | None = None) -> TrainingSet:
-    """Featurize measured pairs; failed measurements (bin 0) and unknown tasks are counted and skipped.
+    """Featurize measured pairs; failed measurements (bin 0), unknown tasks and measurements of another task
+    of the same name (:func:`measured_task`) are counted and skipped.
 
     ``hardware`` maps a measurement's device key to its spec; without it the
     device features are absent (read as 0) for that device.
     """
     lookup = tasks.__getitem__ if isinstance(tasks, Mapping) else tasks
     data = TrainingSet()
-    contexts: dict[tuple[str, str], Context | None] = {}
+    contexts: dict[tuple[str, str | None, str], Context | str] = {}
     for candidate, m in pairs:
         true_bin = m.bin()
         if true_bin == 0:
             data.skipped["failed measurement"] += 1
             continue
-        key = (m.task, m.device)
+        key = (m.task, m.task_fingerprint, m.device)
         if key not in contexts:
             try:
-                contexts[key] = context(lookup(m.task), (hardware or {}).get(m.device))
+                task = measured_task(lookup, m.task, m.task_fingerprint)
             except (TaskError, KeyError):
-                contexts[key] = None
+                contexts[key] = "unknown task"
+            else:
+                contexts[key] = (context(task, (hardware or {}).get(m.device)) if task is not None
+                                 else "another task of the same name")
         ctx = contexts[key]
-        if ctx is None:
-            data.skipped["unknown task"] += 1
+        if isinstance(ctx, str):
+            data.skipped[ctx] += 1
             continue
         data.features.append(candidate_features(ctx, candidate))
         data.bins.append(true_bin)
@@ -116,6 +120,18 @@ def training_set(pairs: Iterable[tuple[Candidate, Measurement]], tasks: TaskLook
         data.keys.append((m.candidate_hash, m.device))
         data.candidates.append(candidate)
     return data
+
+
+def measured_task(lookup: Callable[[str], Task], name: str, fingerprint: str | None) -> Task | None:
+    """The task a measurement of ``name`` was measured on: the lookup's task of that name, else the built-in of
+    that name, whichever owns the measurement's fingerprint; None when neither does (a task file edited since,
+    or another file of the same name). Raises TaskError or KeyError for a name the lookup does not know."""
+    task = lookup(name)
+    if task.owns(fingerprint):
+        return task
+    path = builtin_task_paths().get(name)
+    builtin = load_task(path) if path is not None else None
+    return builtin if builtin is not None and builtin.owns(fingerprint) else None
 
 
 class TaskPaths(Protocol):
@@ -398,4 +414,4 @@ def forecasts_per_second(forecaster: LearnedForecaster, task: Task, candidates: 
 
 
 __all__ = ["LearnedForecaster", "LeaveTaskOutReport", "MeasuredPairs", "TrainingSet", "forecasts_per_second",
-           "leave_task_out", "task_lookup", "training_set", "MIN_SAMPLES"]
+           "leave_task_out", "measured_task", "task_lookup", "training_set", "MIN_SAMPLES"]

@@ -667,7 +667,7 @@ class SearchNodes:
         ctx = self.ctx
         reference = ctx.task.reference()
         stored = [m for m in ctx.store.measurements(task=ctx.task.name, device=ctx.hardware.key,
-                                                    candidate_hash=reference.hash)
+                                                    candidate_hash=reference.hash, fingerprint=ctx.task.fingerprint)
                   if m.phase == "noise" and m.sizes == ctx.measure_config.sizes and m.ok]
         if stored:
             return stored[-1]

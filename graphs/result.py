@@ -13,6 +13,7 @@ from kernelcast.graphs.state import NodeRecord, SearchState, outcome_counts
 from kernelcast.graphs.trust import trust_summary
 from kernelcast.tools.records import RunRecord
 from kernelcast.tools.store import Store
+from kernelcast.tools.task import Task
 
 
 class RunResult(BaseModel):
@@ -85,7 +86,7 @@ def build_result(state: SearchState, ctx: RunContext, status: str) -> RunResult:
         result.confirmed = bool(best.get("confirmed"))
         interval = best.get("confirmed_ci")
         result.best_interval = (interval[0], interval[1]) if interval else None
-        result.noise_floor = noise_floor(store, task, device, run_id)
+        result.noise_floor = noise_floor(store, ctx.task, device, run_id)
         result.significant, result.verdict = judge(result)
         result.best_cv = best["cv"]
         result.best_intent = best["intent"]
@@ -96,12 +97,13 @@ def build_result(state: SearchState, ctx: RunContext, status: str) -> RunResult:
     return result
 
 
-def noise_floor(store: Store, task: str, device: str, run_id: str) -> float | None:
+def noise_floor(store: Store, task: Task, device: str, run_id: str) -> float | None:
     """Relative noise of this task's reference on this device: max(|1 - S|, half the interval) of the
     reference measured against itself (stored by the verify step)."""
     run = store.run(run_id)
     sizes = RunConfig.of_run(run).sizes if run is not None else "full"
-    rows = [m for m in store.measurements(task=task, device=device) if m.phase == "noise" and m.sizes == sizes and m.ok]
+    rows = [m for m in store.measurements(task=task.name, device=device, fingerprint=task.fingerprint)
+            if m.phase == "noise" and m.sizes == sizes and m.ok]
     if not rows or rows[-1].speedup is None:
         return None
     m = rows[-1]

@@ -121,7 +121,8 @@ class SessionNodes:
         ctx = self.ctx
         parent = ctx.store.candidate(parent_key)
         assert parent is not None, f"parent {parent_key} missing from the store"
-        measured = {m.candidate_hash: m for m in ctx.store.measurements(task=ctx.task.name, device=ctx.hardware.key)}
+        measured = {m.candidate_hash: m for m in ctx.store.measurements(task=ctx.task.name, device=ctx.hardware.key,
+                                                                       fingerprint=ctx.task.fingerprint)}
         report = ProposalReport(generator=EXTERNAL)
         validator = Validator(ctx.task, parent, report, Deduplicator(set(nodes) | set(measured)), ctx.measurer,
                               ctx.hardware)

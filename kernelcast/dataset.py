@@ -52,7 +52,8 @@ def build_dataset(tasks: Iterable[Task], store: Store, worker: Measurer, per_tas
     for task in tasks:
         store.upsert_task(task)
         store.upsert_device(worker.hardware_spec())
-        done = {m.candidate_hash for m in store.measurements(task=task.name, device=device, sizes=config.sizes)}
+        done = {m.candidate_hash for m in store.measurements(task=task.name, device=device, sizes=config.sizes,
+                                                             fingerprint=task.fingerprint)}
         plan += [(task, c) for c in candidate_pool(task, per_task, seed, worker) if c.hash not in done]
     if limit is not None:
         plan = plan[:limit]

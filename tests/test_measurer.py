@@ -62,10 +62,11 @@ EXPECTED = [Status.correct] * 4 + [Status.compile_error, Status.incorrect]
 
 
 # ---- local -------------------------------------------------------------------------
-def test_local_measures_each_candidate_once_in_order(candidates: list[Candidate],
+def test_local_measures_each_candidate_once_in_order(task: Task, candidates: list[Candidate],
                                                      local_results: dict[str, Measurement]) -> None:
     assert list(local_results) == [c.hash for c in candidates]
     assert [m.status for m in local_results.values()] == EXPECTED
+    assert {m.task_fingerprint for m in local_results.values()} == {task.fingerprint}  # what each speedup is over
     compile_error = local_results[candidates[4].hash]
     assert "undefined_symbol" in compile_error.reason
 

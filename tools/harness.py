@@ -356,7 +356,7 @@ class Harness:
     def measure(self, task: Task, candidate: Candidate, config: MeasureConfig) -> Measurement:
         """The full protocol. Never raises for a bad candidate: the status says what went wrong."""
         start = time.perf_counter()
-        base: dict[str, Any] = dict(task=task.name, candidate_hash=candidate.hash,
+        base: dict[str, Any] = dict(task=task.name, task_fingerprint=task.fingerprint, candidate_hash=candidate.hash,
                                     device=self.runner.hardware_spec().key, sizes=config.sizes, seeds=list(config.seeds))
         kernel_ns = 0.0
         compile_ms = 0.0

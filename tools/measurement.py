@@ -154,6 +154,7 @@ class Measurement(BaseModel):
     """The result of running one candidate against the task's reference."""
 
     task: str
+    task_fingerprint: str | None = None  # Task.fingerprint: the problem the speedup is over (None: before 2026-12-04)
     candidate_hash: str
     device: str
     sizes: str

@@ -555,7 +555,7 @@ class ReplayMeasurer(Measurer):
 
     def stored(self, task: Task, sizes: str) -> dict[str, Measurement]:
         """The latest stored measurement of each candidate of ``task`` on this device at ``sizes`` (one query)."""
-        rows = self.store.measurements(task=task.name, device=self.spec.key, sizes=sizes)
+        rows = self.store.measurements(task=task.name, device=self.spec.key, sizes=sizes, fingerprint=task.fingerprint)
         # a search's answer is its first-phase measurement, never a later confirmation of the same kernel (the
         # confirmation re-measures the winner with more repetitions; replaying it earlier would change decisions)
         answers = {m.candidate_hash: m for m in rows if m.phase not in ("search", "verify")}
@@ -580,7 +580,8 @@ class ReplayMeasurer(Measurer):
         A candidate never measured is "ok" too: the stored search compiled it (or it would not have been a
         candidate), and a replay must propose what the stored search proposed to reproduce its decisions; if it
         is then chosen for measurement, :meth:`lookup` answers that it was never measured."""
-        found = self.store.measurements(task=task.name, device=self.spec.key, candidate_hash=candidate.hash)
+        found = self.store.measurements(task=task.name, device=self.spec.key, candidate_hash=candidate.hash,
+                                        fingerprint=task.fingerprint)
         if not found:
             return "ok", ""
         last = found[-1]

@@ -168,12 +168,15 @@ class Store:
         rows = self.db.query("select hash, intent from candidates where task = ?", [task])
         return {r["hash"]: r["intent"] or "" for r in rows}
 
-    def measured_params(self, task: str, device: str, sizes: str = "full") -> list[dict[str, Any]]:
+    def measured_params(self, task: str, device: str, sizes: str = "full",
+                        fingerprint: str | None = None) -> list[dict[str, Any]]:
         """Template points of ``task`` already measured on ``device`` at ``sizes`` (so generators never repeat
-        them)."""
+        them); ``fingerprint``: only on the task with that fingerprint (:func:`_on_task`)."""
+        on_task, extra = _on_task(fingerprint, "m.")
         rows = self.db.query(
             "select distinct c.params from candidates c join measurements m on m.candidate_hash = c.hash "
-            "where c.task = ? and m.device = ? and m.sizes = ? and c.params != 'null'", [task, device, sizes])
+            f"where c.task = ? and m.device = ? and m.sizes = ? and c.params != 'null'{on_task}",
+            [task, device, sizes, *extra])
         return [json.loads(r["params"]) for r in rows]
 
     # ---- measurements ---------------------------------------------------------------
@@ -190,10 +193,15 @@ class Store:
             return int(table.last_pk or 0)
 
     def measurements(self, task: str | None = None, device: str | None = None, candidate_hash: str | None = None,
-                     run_id: str | None = None, sizes: str | None = None) -> list[Measurement]:
+                     run_id: str | None = None, sizes: str | None = None,
+                     fingerprint: str | None = None) -> list[Measurement]:
+        """Measurements matching every filter given; ``fingerprint``: only those measured on the task with
+        that fingerprint (:func:`_on_task`), not another task file of the same name."""
         where, args = _where(task=task, device=device, candidate_hash=candidate_hash, run_id=run_id, sizes=sizes)
+        on_task, extra = _on_task(fingerprint)
+        where = (where + on_task) if where else (f"where 1{on_task}" if on_task else "")
         return [Measurement.model_validate_json(r["data"])
-                for r in self.db.query(f"select data from measurements {where} order by id", args)]
+                for r in self.db.query(f"select data from measurements {where} order by id", [*args, *extra])]
 
     def measurement_totals(self, run_id: str) -> tuple[int, float]:
         """(measurements, device seconds of wall time) of a run: its budget ledger, without parsing rows."""
@@ -202,9 +210,11 @@ class Store:
             [run_id]).fetchone()
         return int(count), float(wall_ms) / 1e3
 
-    def latest_measurement(self, candidate_hash: str, device: str, sizes: str = "full") -> Measurement | None:
-        rows = list(self.db.query("select data from measurements where candidate_hash = ? and device = ? and sizes = ? "
-                                  "order by id desc limit 1", [candidate_hash, device, sizes]))
+    def latest_measurement(self, candidate_hash: str, device: str, sizes: str = "full",
+                           fingerprint: str | None = None) -> Measurement | None:
+        on_task, extra = _on_task(fingerprint)
+        rows = list(self.db.query("select data from measurements where candidate_hash = ? and device = ? and sizes = ?"
+                                  f"{on_task} order by id desc limit 1", [candidate_hash, device, sizes, *extra]))
         return Measurement.model_validate_json(rows[0]["data"]) if rows else None
 
     def measured_pairs(self, device: str | None = None, sizes: str = "full",
@@ -436,6 +446,16 @@ def _where(prefix: str = "", **filters: Any) -> tuple[str, list[Any]]:
             parts.append(f"{prefix}{key} = ?")
             args.append(value)
     return ("where " + " and ".join(parts)) if parts else "", args
+
+
+def _on_task(fingerprint: str | None, prefix: str = "") -> tuple[str, list[Any]]:
+    """An SQL condition (" and ...", to append) keeping measurements measured on the task with ``fingerprint``
+    (``Task.fingerprint``), or before measurements carried one (read as the task of their name); none for
+    None. Two task files of one name measure speedups over different problems."""
+    if fingerprint is None:
+        return "", []
+    field = f"json_extract({prefix}data, '$.task_fingerprint')"
+    return f" and ({field} is null or {field} = ?)", [fingerprint]
 
 
 def _row_to_candidate(row: dict[str, Any]) -> Candidate:

@@ -231,6 +231,7 @@ class Task:
         self._space: list[dict[str, Any]] | None = None
         self.measured_at: Literal["full", "small"] = "full"  # "small": a view from at_sizes (see there)
         self._full: Task = self
+        self._fingerprint: str | None = None
 
     def at_sizes(self, which: Literal["full", "small"]) -> "Task":
         """The task as a run at ``which`` sizes measures it: the same task whose full sizes are that set.
@@ -274,6 +275,27 @@ class Task:
         if which == "small" and self.spec.small_sizes:
             return dict(self.spec.small_sizes)
         return dict(self.spec.sizes)
+
+    @property
+    def fingerprint(self) -> str:
+        """What a speedup of this task is over: its reference source, entry, arguments, sizes (both sets) and
+        launch, not its file's path or description. Two task files may share a name (a copy of a built-in with
+        its own kernel or sizes, a task file edited between runs) and still measure speedups over different
+        problems: measurements carry this, so training data is featurized with the task it was measured on."""
+        if self._fingerprint is None:
+            import hashlib
+            import json
+
+            base = self._full
+            measured = base.spec.model_dump(mode="json", include={"entry", "args", "sizes", "small_sizes", "launch"})
+            text = json.dumps([base.source, measured], sort_keys=True)
+            self._fingerprint = hashlib.sha256(text.encode()).hexdigest()[:16]
+        return self._fingerprint
+
+    def owns(self, fingerprint: str | None) -> bool:
+        """Whether a measurement with this task fingerprint was measured on this task (None: measured before
+        measurements carried one; read as this task's, as before)."""
+        return fingerprint is None or fingerprint == self.fingerprint
 
     def reference(self) -> "Candidate":
         from kernelcast.tools.candidate import Candidate
