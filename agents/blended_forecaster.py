@@ -33,7 +33,7 @@ from kernelcast.agents.device_probe import Bandwidth, bandwidth_from, guessed_ba
 from kernelcast.agents.distributions import lognormal_bins, moments
 from kernelcast.agents.features import candidate_features, context, device_similarity
 from kernelcast.agents.forecast import Forecast, Provenance
-from kernelcast.agents.learned_forecaster import LearnedForecaster, TrainingSet
+from kernelcast.agents.learned_forecaster import LearnedForecaster, TrainingSet, measured_task
 from kernelcast.agents.roofline_prior import RooflinePrior
 from kernelcast.agents.task_model import PREDICTIVE_DOF, TaskModel, task_features
 from kernelcast.tools.candidate import DERIVED_INTENT, Candidate
@@ -117,10 +117,9 @@ class BlendedForecaster:
         for (task_name, dev), rows in self._history.items():
             if dev != device or task_name != "saxpy":
                 continue
-            task = self._task(task_name)
             for _, m in rows:
-                best = max(best, (bandwidth_from(m, task) or 0.0) if task is not None and task.owns(m.task_fingerprint)
-                           else 0.0)
+                task = self._owner(task_name, m.task_fingerprint)
+                best = max(best, (bandwidth_from(m, task) or 0.0) if task is not None else 0.0)
         return Bandwidth(best, "probe") if best > 0 else None
 
     def _task(self, name: str) -> Task | None:
@@ -130,6 +129,14 @@ class BlendedForecaster:
             return None
         try:
             return self.tasks(name)
+        except TaskError:
+            return None
+
+    def _owner(self, name: str, fingerprint: str | None) -> Task | None:
+        """The task a stored row of ``name`` was measured on (:func:`measured_task`), None when unknown."""
+        task = self._task(name)
+        try:
+            return measured_task(lambda _: task, name, fingerprint) if task is not None else None
         except TaskError:
             return None
 
@@ -166,13 +173,14 @@ class BlendedForecaster:
         if len(data.candidates) != len(data) or len(self.cross.oof) != len(data):
             return 0.0
         prior = np.zeros((len(data), 8))
-        groups: dict[tuple[str, str], list[int]] = {}
+        groups: dict[tuple[str, str | None, str], list[int]] = {}
+        prints = data.fingerprints if len(data.fingerprints) == len(data) else [None] * len(data)
         for i, (name, key) in enumerate(zip(data.tasks, data.keys, strict=True)):
             if family(data.candidates[i]) == kind:
-                groups.setdefault((name, key[1]), []).append(i)
+                groups.setdefault((name, prints[i], key[1]), []).append(i)
         usable = np.zeros(len(data), dtype=bool)
-        for (name, device), idx in groups.items():
-            task = self._task(name)
+        for (name, fingerprint, device), idx in groups.items():
+            task = self._owner(name, fingerprint)
             spec = self.hardware.get(device)
             if task is None or spec is None:
                 continue

@@ -58,6 +58,7 @@ class TrainingSet:
     keys: list[tuple[str, str]] = field(default_factory=list)  # (candidate hash, device) of each row
     skipped: Counter[str] = field(default_factory=Counter)
     candidates: list[Candidate] = field(default_factory=list)  # the featurized candidates (for the prior)
+    fingerprints: list[str | None] = field(default_factory=list)  # each row's Measurement.task_fingerprint
 
     @property
     def devices(self) -> list[str]:
@@ -73,15 +74,18 @@ class TrainingSet:
         keys = keep.keys + newer.keys if keep.keys or not len(keep) else []  # hand-built sets may lack keys
         cands = keep.candidates + newer.candidates if len(keep.candidates) == len(keep) and \
             len(newer.candidates) == len(newer) else []
+        prints = keep.fingerprints + newer.fingerprints if len(keep.fingerprints) == len(keep) and \
+            len(newer.fingerprints) == len(newer) else []
         return TrainingSet(keep.features + newer.features, keep.bins + newer.bins, keep.tasks + newer.tasks,
-                           keep.speedups + newer.speedups, keys, candidates=cands)
+                           keep.speedups + newer.speedups, keys, candidates=cands, fingerprints=prints)
 
     def subset(self, mask: Sequence[bool] | np.ndarray) -> "TrainingSet":
         keep = [i for i, m in enumerate(mask) if m]
         return TrainingSet([self.features[i] for i in keep], [self.bins[i] for i in keep],
                            [self.tasks[i] for i in keep], [self.speedups[i] for i in keep],
                            [self.keys[i] for i in keep] if self.keys else [],
-                           candidates=[self.candidates[i] for i in keep] if self.candidates else [])
+                           candidates=[self.candidates[i] for i in keep] if self.candidates else [],
+                           fingerprints=[self.fingerprints[i] for i in keep] if self.fingerprints else [])
 
 
 def training_set(pairs: Iterable[tuple[Candidate, Measurement]], tasks: TaskLookup = resolve_task,
@@ -119,6 +123,7 @@ def training_set(pairs: Iterable[tuple[Candidate, Measurement]], tasks: TaskLook
         data.speedups.append(float(m.speedup or 0.0))
         data.keys.append((m.candidate_hash, m.device))
         data.candidates.append(candidate)
+        data.fingerprints.append(m.task_fingerprint)
     return data
 
 
@@ -329,6 +334,8 @@ class LearnedForecaster:
         out.n_train, out.vectorizer, out.model, out.calibrator = (state["n_train"], state["vectorizer"],
                                                                   state["model"], state["calibrator"])
         out.base = state.get("base") or TrainingSet()  # the data learn() retrains on
+        if not hasattr(out.base, "fingerprints"):  # saved before rows kept their task fingerprint
+            out.base.fingerprints = []
         return out
 
     def _params(self) -> dict[str, Any]:

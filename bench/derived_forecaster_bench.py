@@ -55,7 +55,8 @@ def measure_points(task: Task, worker: LocalMeasurer, store: Store, hw: Hardware
     reference = task.reference()
     space = DerivedSpace(task, reference, hw.max_work_group_size or 256)
     rng = random.Random(f"derived points of {task.name}")
-    have = {m.candidate_hash: (c, m) for c, m in store.measured_pairs(sizes="full") if m.task == task.name}
+    have = {m.candidate_hash: (c, m) for c, m in store.measured_pairs(sizes="full")
+            if m.task == task.name and task.owns(m.task_fingerprint)}
     pairs: Pairs = []
     seen: set[str] = set()
     started, bought = time.perf_counter(), 0

@@ -55,7 +55,7 @@ class Outcome:
 def first_measurements(task: Task, store: Store) -> dict[str, tuple[Candidate, dict, Measurement]]:
     """hash -> (candidate, point, its first ok brute-force measurement at the bench sizes)."""
     rows: dict[str, Measurement] = {}
-    for m in store.measurements(task=task.name, sizes="small"):
+    for m in store.measurements(task=task.name, sizes="small", fingerprint=task.fingerprint):
         if m.ok and m.speedup and CONFIRM_FLAG not in m.flags:
             rows.setdefault(m.candidate_hash, m)
     out = {}

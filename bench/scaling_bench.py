@@ -82,7 +82,8 @@ def main() -> None:
         store = Store(args.store)
         replay_probe = make_measurer(task.backend, None, replay_store=store)
         device = replay_probe.hardware_spec().key
-        stored = {m.candidate_hash: m for m in store.measurements(task=task.name, device=device, sizes=args.sizes)}
+        stored = {m.candidate_hash: m for m in store.measurements(task=task.name, device=device, sizes=args.sizes,
+                                                                  fingerprint=task.fingerprint)}
         candidates = [c for c in store.candidates(task.name) if c.hash in stored][: args.count]
         baseline = {c.hash: stored[c.hash] for c in candidates}
         if len(candidates) < args.count:

@@ -172,7 +172,8 @@ def brute_force(task: Task, worker: MeasurementWorker, store: Store, sizes: str,
     config = MeasureConfig(sizes=sizes)
     # the brute force's own rows only: a run's confirmation (another protocol, cached in the same store) must not
     # move the optimum or a point's score between runs of this script
-    rows = [m for m in store.measurements(task=task.name, device=device, sizes=sizes) if CONFIRM_FLAG not in m.flags]
+    rows = [m for m in store.measurements(task=task.name, device=device, sizes=sizes, fingerprint=task.fingerprint)
+            if CONFIRM_FLAG not in m.flags]
     have: dict[str, list[Measurement]] = {}
     for m in rows:
         have.setdefault(m.candidate_hash, []).append(m)
@@ -245,7 +246,7 @@ class CachedMeasurer(LocalMeasurer):
 
     def cached(self, task: Task, key: str, sizes: str, confirm: bool = False) -> Measurement | None:
         rows = [m for m in self.cache.measurements(task=task.name, device=self.hardware_spec().key,
-                                                   candidate_hash=key) if m.sizes == sizes]
+                                                   candidate_hash=key, fingerprint=task.fingerprint) if m.sizes == sizes]
         if confirm:
             return next((m for m in rows if CONFIRM_FLAG in m.flags), None)
         rows = [m for m in rows if CONFIRM_FLAG not in m.flags]

@@ -131,6 +131,7 @@ def test_hanging_kernel_times_out_and_the_next_measurement_works(task: Task, wor
     m = worker.measure(task, hang, SMALL.model_copy(update={"timeout_s": 4}))
     assert m.status is Status.timeout
     assert "hard time limit" in m.reason
+    assert m.task_fingerprint == task.fingerprint  # a failure row is this task's too (never another's by name)
     after = worker.measure(task, task.reference(), SMALL)
     assert after.status is Status.correct
 

@@ -165,6 +165,7 @@ def test_when_every_worker_is_lost_the_pool_says_so_and_invents_no_measurement(t
         # the candidate that was on the lost worker had no other worker: recorded as a crash with the reason
         assert len(got) == 1 and got[0][1].status is Status.crash
         assert "no-such-device-xyz" in got[0][1].reason and "no other worker" in got[0][1].reason
+        assert got[0][1].task_fingerprint == task.fingerprint
 
 
 def test_pool_needs_an_explicit_ask_to_share_one_device() -> None:

@@ -304,8 +304,8 @@ class Scheduler:
 
 def _failure(task: Task, candidate: Candidate, device: str, config: MeasureConfig, status: Status, reason: str,
              wall_ms: float) -> Measurement:
-    return Measurement(task=task.name, candidate_hash=candidate.hash, device=device, sizes=config.sizes,
-                       status=status, reason=reason[:4000], seeds=list(config.seeds), wall_ms=wall_ms)
+    return Measurement(task=task.name, task_fingerprint=task.fingerprint, candidate_hash=candidate.hash, device=device,
+                       sizes=config.sizes, status=status, reason=reason[:4000], seeds=list(config.seeds), wall_ms=wall_ms)
 
 
 def _describe(exc: BaseException) -> str:
@@ -568,8 +568,8 @@ class ReplayMeasurer(Measurer):
         found = answers.get(candidate.hash)
         if found is not None:
             return found
-        return Measurement(task=task.name, candidate_hash=candidate.hash, device=self.spec.key, sizes=config.sizes,
-                           status=Status.invalid, flags=[REPLAY_MISSING_FLAG], seeds=list(config.seeds), wall_ms=0.0,
+        return Measurement(task=task.name, task_fingerprint=task.fingerprint, candidate_hash=candidate.hash,
+                           device=self.spec.key, sizes=config.sizes, status=Status.invalid, flags=[REPLAY_MISSING_FLAG], seeds=list(config.seeds), wall_ms=0.0,
                            reason=f"replay: candidate {candidate.short} of task {task.name} was never measured on "
                                   f"{self.spec.key} at sizes {config.sizes!r}; a replay can only answer stored "
                                   "measurements")

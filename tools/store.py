@@ -225,7 +225,8 @@ class Store:
         """
         where, args = _where(device=device, sizes=sizes, run_id=run_id, prefix="m.")
         in_run = "where run_id = ? " if run_id is not None else ""
-        latest = f"m.id in (select max(id) from measurements {in_run}group by candidate_hash, device, sizes)"
+        latest = (f"m.id in (select max(id) from measurements {in_run}group by candidate_hash, device, sizes, "
+                  "json_extract(data, '$.task_fingerprint'))")  # two tasks of one name may share a kernel
         where = f"{where} and {latest}" if where else f"where {latest}"
         args += [run_id] if run_id is not None else []
         rows = self.db.query(f"select c.*, m.data as mdata from measurements m join candidates c "

@@ -278,16 +278,18 @@ class Task:
 
     @property
     def fingerprint(self) -> str:
-        """What a speedup of this task is over: its reference source, entry, arguments, sizes (both sets) and
-        launch, not its file's path or description. Two task files may share a name (a copy of a built-in with
-        its own kernel or sizes, a task file edited between runs) and still measure speedups over different
-        problems: measurements carry this, so training data is featurized with the task it was measured on."""
+        """What a measurement of this task is of: its reference source, entry, arguments, sizes (both sets),
+        launch and the tolerance its outputs are checked with, not its file's path or description. Two task
+        files may share a name (a copy of a built-in with its own kernel or sizes, a task file edited between
+        runs) and still measure different problems: measurements carry this, so no reader takes one task's
+        rows for another's."""
         if self._fingerprint is None:
             import hashlib
             import json
 
             base = self._full
-            measured = base.spec.model_dump(mode="json", include={"entry", "args", "sizes", "small_sizes", "launch"})
+            measured = base.spec.model_dump(mode="json", include={"entry", "args", "sizes", "small_sizes", "launch",
+                                                                 "tolerance"})
             text = json.dumps([base.source, measured], sort_keys=True)
             self._fingerprint = hashlib.sha256(text.encode()).hexdigest()[:16]
         return self._fingerprint

@@ -212,7 +212,8 @@ class MeasurementWorker:
         if kind == "ok":
             return value
         status = _failure_status(kind)
-        return Measurement(task=task.name, candidate_hash=candidate.hash, device=self._device_key(), sizes=config.sizes,
+        return Measurement(task=task.name, task_fingerprint=task.fingerprint, candidate_hash=candidate.hash,
+                           device=self._device_key(), sizes=config.sizes,
                            status=status, reason=str(value)[:4000], seeds=list(config.seeds),
                            wall_ms=(time.perf_counter() - start) * 1e3)
 
