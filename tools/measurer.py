@@ -569,7 +569,8 @@ class ReplayMeasurer(Measurer):
         if found is not None:
             return found
         return Measurement(task=task.name, task_fingerprint=task.fingerprint, candidate_hash=candidate.hash,
-                           device=self.spec.key, sizes=config.sizes, status=Status.invalid, flags=[REPLAY_MISSING_FLAG], seeds=list(config.seeds), wall_ms=0.0,
+                           device=self.spec.key, sizes=config.sizes, status=Status.invalid, flags=[REPLAY_MISSING_FLAG],
+                           seeds=list(config.seeds), wall_ms=0.0,
                            reason=f"replay: candidate {candidate.short} of task {task.name} was never measured on "
                                   f"{self.spec.key} at sizes {config.sizes!r}; a replay can only answer stored "
                                   "measurements")
