@@ -117,8 +117,11 @@ class BlendedForecaster:
         for (task_name, dev), rows in self._history.items():
             if dev != device or task_name != "saxpy":
                 continue
+            owners: dict[str | None, Task | None] = {}  # rows share few fingerprints: each resolved once
             for _, m in rows:
-                task = self._owner(task_name, m.task_fingerprint)
+                if m.task_fingerprint not in owners:
+                    owners[m.task_fingerprint] = self._owner(task_name, m.task_fingerprint)
+                task = owners[m.task_fingerprint]
                 best = max(best, (bandwidth_from(m, task) or 0.0) if task is not None else 0.0)
         return Bandwidth(best, "probe") if best > 0 else None
 

@@ -199,7 +199,7 @@ class Store:
         that fingerprint (:func:`_on_task`), not another task file of the same name."""
         where, args = _where(task=task, device=device, candidate_hash=candidate_hash, run_id=run_id, sizes=sizes)
         on_task, extra = _on_task(fingerprint)
-        where = (where + on_task) if where else (f"where 1{on_task}" if on_task else "")
+        where = (where or "where 1") + on_task
         return [Measurement.model_validate_json(r["data"])
                 for r in self.db.query(f"select data from measurements {where} order by id", [*args, *extra])]
 

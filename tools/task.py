@@ -283,14 +283,15 @@ class Task:
         files may share a name (a copy of a built-in with its own kernel or sizes, a task file edited between
         runs) and still measure different problems: measurements carry this, so no reader takes one task's
         rows for another's."""
+        if self._full is not self:  # a view from at_sizes is its task
+            return self._full.fingerprint
         if self._fingerprint is None:
             import hashlib
             import json
 
-            base = self._full
-            measured = base.spec.model_dump(mode="json", include={"entry", "args", "sizes", "small_sizes", "launch",
+            measured = self.spec.model_dump(mode="json", include={"entry", "args", "sizes", "small_sizes", "launch",
                                                                  "tolerance"})
-            text = json.dumps([base.source, measured], sort_keys=True)
+            text = json.dumps([self.source, measured], sort_keys=True)
             self._fingerprint = hashlib.sha256(text.encode()).hexdigest()[:16]
         return self._fingerprint
 
