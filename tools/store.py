@@ -452,7 +452,8 @@ def _where(prefix: str = "", **filters: Any) -> tuple[str, list[Any]]:
 def _on_task(fingerprint: str | None, prefix: str = "") -> tuple[str, list[Any]]:
     """An SQL condition (" and ...", to append) keeping measurements measured on the task with ``fingerprint``
     (``Task.fingerprint``), or before measurements carried one (read as the task of their name); none for
-    None. Two task files of one name measure speedups over different problems."""
+    None. Two task files of one name measure speedups over different problems. The SQL twin of
+    ``Task.owns`` (rows already in memory)."""
     if fingerprint is None:
         return "", []
     field = f"json_extract({prefix}data, '$.task_fingerprint')"

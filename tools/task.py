@@ -297,7 +297,8 @@ class Task:
 
     def owns(self, fingerprint: str | None) -> bool:
         """Whether a measurement with this task fingerprint was measured on this task (None: measured before
-        measurements carried one; read as this task's, as before)."""
+        measurements carried one; read as this task's, as before). The store's reads by name apply the same
+        rule in SQL (``tools.store._on_task``)."""
         return fingerprint is None or fingerprint == self.fingerprint
 
     def reference(self) -> "Candidate":
