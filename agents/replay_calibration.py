@@ -10,10 +10,11 @@ to it), the forecaster is rebuilt without the held-out rows, taught ``k`` of the
 asked P(S > incumbent) for the rest, the incumbent being the best of the ``k`` (at least the reference).
 Each answer with its outcome is a calibration row at stage ``k``.
 
-The stage matters: in the shipped rows, decisions with P(beat) <= 0.1 beat the incumbent 11.8 % of the time
-after 2 taught measurements, 7.9 % after 4, 3.1-7.6 % after 6-20. So rows are certified per stage bucket
-(:func:`stage_bucket`), live decisions included, and a threshold earned late in runs is never applied to the
-first rounds of one.
+The stage matters: in the shipped rows, decisions with P(beat) <= 0.1 beat the incumbent 9.9 % of the time
+after 2 taught measurements, 6.7 % after 4, 4.1 % after 6 and 4.8 % after 8-20 (rows of 2026-12-04; before
+the prior modelled CPU vectorization across work-items and the last-level cache: 11.8, 7.8, 5.1 and 5.5 %).
+So rows are certified per stage bucket (:func:`stage_bucket`), live decisions included, and a threshold
+earned late in runs is never applied to the first rounds of one.
 
 On by default (``RunConfig.trust_seed_replay``), but never trusted on a task and device before the trial
 (:func:`kernelcast.agents.risk_control.probation`): on its first router bench, without the trial, 5 of 30

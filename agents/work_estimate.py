@@ -282,6 +282,8 @@ class _Walker:
         var = init[eq - 1] if eq else None
         if var is not None:
             self._declare(init[:eq], var)
+            if var in self.vars:  # ``for (v = lid; ...; v += WG)``: the loop walks with the work-item's index
+                self.vars[var].x_factor = self._x_derived(init[eq + 1:])
         start = self._value(init[eq + 1:])
         return var, start if start is not None else 0.0  # an id-dependent start: this work-item's share
 

@@ -28,6 +28,7 @@ from neighbour_bench import first_measurements  # noqa: E402
 from search_bench import bench_task  # noqa: E402
 
 from kernelcast.agents.bins import LOG_BIN_CENTERS  # noqa: E402
+from kernelcast.agents.device_probe import device_bandwidth  # noqa: E402
 from kernelcast.agents.factory import learned_forecaster  # noqa: E402
 from kernelcast.tools.store import Store  # noqa: E402
 
@@ -56,11 +57,13 @@ def main() -> None:
     candidates = [c for c, _, _ in space.values()]
     truth = np.log([m.speedup or 1.0 for _, _, m in space.values()])
     forecaster = learned_forecaster(None, device)
+    forecaster.bandwidth_source = lambda hw: device_bandwidth(store, hw)  # the brute force's triad, as a run has it
     view = task.at_sizes("small")
     prior, _ = forecaster.prior(view, candidates, hw)
     blend = forecaster.base(view, candidates, hw) @ np.asarray(LOG_BIN_CENTERS)
     print(f"{task.name} at {view.sizes('full')} on {device}: {len(points)} points; {forecaster.model_name}, "
-          f"forest share {forecaster.stack_weight(hw):.2f}")
+          f"forest share {forecaster.stack_weight(hw):.2f}; bandwidth {forecaster.bandwidth(hw).bytes_per_s / 1e9:.1f} "
+          f"GB/s ({forecaster.bandwidth(hw).source})")
     print(f"Spearman with the measured speedups: prior {spearmanr(prior, truth)[0]:.2f}, "
           f"blended {spearmanr(blend, truth)[0]:.2f}")
     print(f"| {' / '.join(keys)} | points | measured mean (max) | prior mean | blended mean |")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from kernelcast.agents.blended_forecaster import BlendedForecaster
-from kernelcast.agents.device_probe import PROBE, device_bandwidth, guessed_bandwidth
-from kernelcast.agents.roofline_prior import DeviceModel, RooflinePrior, predicted_time
+from kernelcast.agents.device_probe import PROBE, Bandwidth, device_bandwidth, guessed_bandwidth
+from kernelcast.agents.roofline_prior import DeviceModel, RooflinePrior, cpu_simd_share, predicted_time
 from kernelcast.agents.work_estimate import compulsory_bytes, estimate
 from kernelcast.tools.measurement import HardwareSpec
 from kernelcast.tools.store import Store
@@ -118,3 +118,54 @@ def test_a_kernel_the_estimator_cannot_read_gets_a_wider_spread() -> None:
         "int i = get_global_id(0);", "int i = get_global_id(0);\n    while (i < 0) i++;")})
     mu, sd = RooflinePrior().log_speedups(task, [task.reference(), odd], None)
     assert sd[1] > sd[0]
+
+
+def _cpu(lanes: int = 16, llc: int = 0) -> HardwareSpec:
+    return HardwareSpec(backend="opencl", name="cpu", device_type="CPU", compute_units=2, clock_mhz=2600,
+                        native_vector_width_float=lanes, global_cache_bytes=2**20, last_level_cache_bytes=llc)
+
+
+def test_a_loop_that_starts_at_the_work_item_index_reads_contiguously() -> None:
+    # softmax's tunable kernel walks its row with ``for (v = lid; v < vecs; v += WG)``: neighbouring
+    # work-items read neighbouring floats, which a CPU runtime vectorizes and a GPU coalesces
+    task = resolve_task("softmax")
+    sizes = task.sizes("full")
+    wide = estimate(task, task.instantiate({"WG": 16, "ROWS": 1, "VEC": 1, "ONLINE": 0}), sizes)
+    assert wide.contiguous_bytes > 0.9 * wide.global_bytes and wide.uniform_bytes < 0.1 * wide.global_bytes
+    ref = estimate(task, task.reference(), sizes)  # one work-item per row: its neighbours are a row apart
+    assert ref.strided_bytes > 0.9 * ref.global_bytes
+
+
+def test_cpu_lanes_fill_across_work_items_only_for_scalar_code_in_wide_groups() -> None:
+    task = resolve_task("softmax")
+    sizes = task.sizes("full")
+    dev = DeviceModel.of(_cpu(lanes=16))
+
+    def share(point: dict[str, int] | None) -> float:
+        cand = task.reference() if point is None else task.instantiate(point)
+        return cpu_simd_share(estimate(task, cand, sizes), dev)
+
+    assert share({"WG": 16, "ROWS": 1, "VEC": 1, "ONLINE": 0}) == 1.0  # scalar, 16 wide: vectorized across
+    assert share({"WG": 4, "ROWS": 1, "VEC": 1, "ONLINE": 0}) == pytest.approx(1 / 16)  # too narrow
+    assert share({"WG": 16, "ROWS": 1, "VEC": 4, "ONLINE": 0}) == pytest.approx(4 / 16)  # explicit vectors only
+    assert share({"WG": 1, "ROWS": 1, "VEC": 8, "ONLINE": 0}) == pytest.approx(8 / 16)
+    assert share(None) == pytest.approx(1 / 16)  # the reference gathers across work-items
+
+
+def test_a_working_set_in_the_last_level_cache_streams_faster_than_dram() -> None:
+    task = resolve_task("gemv")
+    sizes = {"M": 256, "N": 4096}  # search_bench's sizes: an 8 MiB matrix
+    work = estimate(task, task.instantiate({"WG": 1, "ROWS": 2, "VEC": 8, "UNROLL": 2}), sizes)
+    comp = compulsory_bytes(task, sizes)
+    assert 2**20 < comp < 2**24  # larger than the reported (per-core) cache, inside a 32 MiB LLC
+    bandwidth = Bandwidth(50e9, "probe")
+    cold = predicted_time(work, comp, DeviceModel.of(_cpu(llc=0), bandwidth))
+    warm = predicted_time(work, comp, DeviceModel.of(_cpu(llc=32 * 2**20), bandwidth))
+    assert cold.seconds >= comp / 50e9 > warm.seconds
+
+
+def test_a_cpu_device_reports_its_last_level_cache(worker: MeasurementWorker) -> None:
+    hw = worker.hardware_spec()
+    if hw.device_type != "CPU":
+        pytest.skip(f"the OpenCL device here is a {hw.device_type}: a GPU reports its L2 as its global cache")
+    assert hw.last_level_cache_bytes >= hw.global_cache_bytes > 0

@@ -89,6 +89,9 @@ class HardwareSpec(BaseModel):
     native_vector_width_float: int = 0
     global_cache_bytes: int = 0
     global_cacheline_bytes: int = 0
+    # the largest cache a launch's working set can stay warm in between launches: a CPU's last-level cache
+    # (OpenCL's global cache size is a per-core L2 on some CPU runtimes); 0: unknown (older records)
+    last_level_cache_bytes: int = 0
     extra: dict[str, Any] = Field(default_factory=dict)
 
     @property

@@ -129,6 +129,8 @@ def device_spec(platform: Any, device: Any, of_units: int | None = None) -> Hard
         native_vector_width_float=int(get("native_vector_width_float")),
         global_cache_bytes=int(get("global_mem_cache_size")),
         global_cacheline_bytes=int(get("global_mem_cacheline_size")),
+        last_level_cache_bytes=max(int(get("global_mem_cache_size")),
+                                   host_last_level_cache() if dtype == "CPU" else 0),
         extra={"opencl_version": get("version", "").strip(),
                "local_mem_type": "local" if get("local_mem_type", 1) == 1 else "global (emulated)"},
     )
@@ -285,12 +287,10 @@ class OpenCLRunner(Runner):
             raise DeviceRuntimeError(f"cache flush: {trim_log(str(exc))}") from None
 
     def _flush_bytes(self) -> int:
-        """The cache a flush must cover: on a CPU the host's largest cache (OpenCL's global cache size is a
-        per-core L2 on some runtimes), else the device's global cache."""
+        """The cache a flush must cover: the device's last-level cache (on a CPU the host's largest cache, see
+        :func:`device_spec`), else its global cache."""
         if self._cache_bytes is None:
-            cache = int(self.spec.global_cache_bytes or 0)
-            if self.spec.device_type == "CPU":
-                cache = max(cache, host_last_level_cache())
+            cache = int(self.spec.last_level_cache_bytes or self.spec.global_cache_bytes or 0)
             self._cache_bytes = min(max(cache, 4 * 2**20), 512 * 2**20)
         return self._cache_bytes
 
