@@ -170,13 +170,7 @@ def brute_force(task: Task, worker: MeasurementWorker, store: Store, sizes: str,
     store.upsert_task(task)
     store.upsert_device(worker.hardware_spec())
     config = MeasureConfig(sizes=sizes)
-    # the brute force's own rows only: a run's confirmation (another protocol, cached in the same store) must not
-    # move the optimum or a point's score between runs of this script
-    rows = [m for m in store.measurements(task=task.name, device=device, sizes=sizes, fingerprint=task.fingerprint)
-            if CONFIRM_FLAG not in m.flags]
-    have: dict[str, list[Measurement]] = {}
-    for m in rows:
-        have.setdefault(m.candidate_hash, []).append(m)
+    have = brute_rows(task, store, device, sizes)
     points: dict[str, dict[str, Any]] = {}
     space = task.param_space()
     start, bought = time.perf_counter(), 0
@@ -219,6 +213,16 @@ def brute_force(task: Task, worker: MeasurementWorker, store: Store, sizes: str,
         f"repeats of the best), {failed} "
         f"failed; optimum {best:.2f}x the reference (median of 3){noise}")
     return Space(task.name, str(task.path), speedups, points)
+
+
+def brute_rows(task: Task, store: Store, device: str | None, sizes: str) -> dict[str, list[Measurement]]:
+    """The brute force's own rows in ``store``, by candidate hash: a run's confirmation (another protocol,
+    cached in the same store) must not move the optimum or a point's score between runs of this script."""
+    have: dict[str, list[Measurement]] = {}
+    for m in store.measurements(task=task.name, device=device, sizes=sizes, fingerprint=task.fingerprint):
+        if CONFIRM_FLAG not in m.flags:
+            have.setdefault(m.candidate_hash, []).append(m)
+    return have
 
 
 def median_speedup(rows: list[Measurement]) -> float | None:

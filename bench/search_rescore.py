@@ -25,8 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from neighbour_bench import first_measurements  # noqa: E402
-from search_bench import OWN_TASK, bench_task  # noqa: E402
+from search_bench import OWN_TASK, bench_task, brute_rows, median_speedup  # noqa: E402
 
 from kernelcast.tools.store import Store  # noqa: E402
 
@@ -35,16 +34,17 @@ Point = tuple[tuple[str, object], ...]
 
 
 def brute_speedups(out: Path, space: str) -> dict[Point, float]:
-    """Each template point's median speedup in the brute force under ``out`` (at the bench sizes)."""
+    """Each template point's median speedup in the brute force under ``out`` (at the bench sizes), read as
+    search_bench.py reads it (its own rows, not the runs' confirmations)."""
     own = Path(OWN_TASK)
     task = bench_task(OWN_TASK if space == own.parent.name else space, out)  # the log names our task's folder
-    store = Store(out / "brute" / "kernelcast.db", read_only=True)
-    runs: dict[str, list[float]] = {}
-    for m in store.measurements(task=task.name, fingerprint=task.fingerprint, sizes="small"):
-        if m.ok and m.speedup:
-            runs.setdefault(m.candidate_hash, []).append(m.speedup)
-    return {tuple(sorted(point.items())): statistics.median(runs[cand.hash])
-            for cand, point, _ in first_measurements(task, store).values() if cand.hash in runs}
+    rows = brute_rows(task, Store(out / "brute" / "kernelcast.db", read_only=True), None, "small")
+    speedups: dict[Point, float] = {}
+    for point in task.param_space():
+        median = median_speedup(rows.get(task.instantiate(point).hash, []))
+        if median is not None:
+            speedups[tuple(sorted(point.items()))] = median
+    return speedups
 
 
 def chosen_points(log: Path) -> dict[tuple[str, int, str], list[Point]]:

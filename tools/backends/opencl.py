@@ -110,6 +110,7 @@ def device_spec(platform: Any, device: Any, of_units: int | None = None) -> Hard
         except (cl.Error, AttributeError):
             return default
 
+    global_cache = int(get("global_mem_cache_size"))
     return HardwareSpec(
         backend="opencl",
         platform=platform.name.strip(),
@@ -127,10 +128,9 @@ def device_spec(platform: Any, device: Any, of_units: int | None = None) -> Hard
         max_work_item_sizes=[int(x) for x in get("max_work_item_sizes", [])],
         preferred_vector_width_float=int(get("preferred_vector_width_float")),
         native_vector_width_float=int(get("native_vector_width_float")),
-        global_cache_bytes=int(get("global_mem_cache_size")),
+        global_cache_bytes=global_cache,
         global_cacheline_bytes=int(get("global_mem_cacheline_size")),
-        last_level_cache_bytes=max(int(get("global_mem_cache_size")),
-                                   host_last_level_cache() if dtype == "CPU" else 0),
+        last_level_cache_bytes=max(global_cache, host_last_level_cache() if dtype == "CPU" else 0),
         extra={"opencl_version": get("version", "").strip(),
                "local_mem_type": "local" if get("local_mem_type", 1) == 1 else "global (emulated)"},
     )
