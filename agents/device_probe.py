@@ -1,17 +1,24 @@
-"""The device's memory bandwidth, measured once by a triad probe and kept in the store.
+"""The device's memory bandwidth and launch costs, measured once by probes and kept in the store.
 
 The roofline prior compares a kernel's traffic with what the device can move.
 A spec sheet does not say that (and CPU runtimes report nothing useful), so
 the first forecast on a new device runs one small streaming kernel through the
 ordinary measurement harness: the ``saxpy`` task (``y = a*x + y``, 12 bytes per
 element) at full size, as its float4 template point, and divides the bytes it
-must move by the faster of the two timed kernels. The result is stored per
-device key (``Store.set_device_probe``), so every later run reuses it.
+must move by the faster of the two timed kernels. Two more measurements of a
+probe kernel (``data/probes/launch_costs``: a transpose in its gathering and
+scattering forms) give what a launch costs beyond its traffic: the time of one
+work-group, and of one store that lands far from its neighbouring work-item's.
+Both differ by 20x and more between CPU runtimes and machines (a guessed 0.4 us
+per work-group against 20 ns measured on an AMD EPYC with Intel's runtime), and
+they decide the ranking of tiled kernels. The results are stored per device key
+(``Store.set_device_probe``), so every later run reuses them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from kernelcast.agents.work_estimate import compulsory_bytes
@@ -23,6 +30,9 @@ if TYPE_CHECKING:
     from kernelcast.tools.store import Store
 
 PROBE = "triad_bandwidth_bps"
+WORK_GROUP_PROBE = "work_group_s"  # seconds one work-group costs a compute unit beyond its work
+SCATTER_PROBE = "scattered_store_s"  # seconds one scattered store costs a compute unit (CPU vector code)
+COSTS_TASK = Path(__file__).parent / "data" / "probes" / "launch_costs" / "task.toml"
 PROBE_TASKS = {"opencl": ("saxpy", {"VEC": 4, "COARSEN": 1, "WG": 256}), "cuda": ("reduce_rows_cuda", None)}
 PROBE_CONFIG = MeasureConfig(sizes="full", seeds=[0], warmup=2, min_reps=5, max_reps=30, target_seconds=0.15,
                              remeasure=False, timeout_s=60.0)
@@ -37,11 +47,21 @@ class Measures(Protocol):
 
 
 @dataclass(frozen=True)
+class LaunchCosts:
+    """What a launch costs beyond its traffic, per compute unit, as the launch-cost probe measured it."""
+
+    work_group_s: float  # one work-group's scheduling
+    scattered_store_s: float  # one store S elements from its neighbouring work-item's, in vectorized code
+
+
+@dataclass(frozen=True)
 class Bandwidth:
-    """Bytes per second the device streams, and where the number came from."""
+    """Bytes per second the device streams, and where the number came from; with the launch costs when they
+    were probed (None: the roofline prior's defaults)."""
 
     bytes_per_s: float
     source: str  # "probe" (measured now or stored) or "guess" (from the device type)
+    costs: LaunchCosts | None = None
 
     @property
     def probed(self) -> bool:
@@ -77,21 +97,62 @@ def run_probe(worker: Measures) -> float | None:
     return bandwidth_from(worker.measure(task, candidate, PROBE_CONFIG), task)
 
 
+def run_cost_probe(worker: Measures, bytes_per_s: float) -> LaunchCosts | None:
+    """Measure the launch costs on the worker's device (OpenCL only); None if the probe cannot run there.
+
+    The reference runs 16-item work-groups; the point in 256-item groups differs only in their count, so the
+    time it saves, per work-group saved, is one work-group's cost. The scattering point moves the same bytes;
+    its time beyond streaming them at ``bytes_per_s``, per store, is one scattered store's cost."""
+    if worker.hardware_spec().backend != "opencl":
+        return None
+    task = resolve_task(COSTS_TASK)
+    sizes = task.sizes("full")
+    items = float(sizes["S"]) ** 2
+    units = max(1, worker.hardware_spec().compute_units)
+    fewer = worker.measure(task, task.instantiate({"WG": 256, "SCATTER": 0}), PROBE_CONFIG)
+    scatter = worker.measure(task, task.instantiate({"WG": 256, "SCATTER": 1}), PROBE_CONFIG)
+    if not (fewer.ok and scatter.ok and fewer.reference and fewer.candidate and scatter.candidate):
+        return None
+    saved_s = (fewer.reference.median_ns - fewer.candidate.median_ns) * 1e-9
+    beyond_s = scatter.candidate.median_ns * 1e-9 - compulsory_bytes(task, sizes) / bytes_per_s
+    return LaunchCosts(work_group_s=max(saved_s, 0.0) * units / (items / 16 - items / 256),
+                       scattered_store_s=max(beyond_s, 0.0) * units / items)
+
+
+def store_probes(store: "Store", hw: HardwareSpec, bandwidth: Bandwidth, detail: dict[str, str]) -> None:
+    """Keep a device's probe results (``detail``: where they came from) for every later run."""
+    store.set_device_probe(hw.key, PROBE, bandwidth.bytes_per_s, detail)
+    if bandwidth.costs is not None:
+        store.set_device_probe(hw.key, WORK_GROUP_PROBE, bandwidth.costs.work_group_s, detail)
+        store.set_device_probe(hw.key, SCATTER_PROBE, bandwidth.costs.scattered_store_s, detail)
+
+
+def stored_bandwidth(store: "Store", hw: HardwareSpec) -> Bandwidth | None:
+    """The probes a store holds for this device (launch costs None when they were not probed)."""
+    stored = store.device_probe(hw.key, PROBE)
+    if not stored:
+        return None
+    group, scatter = store.device_probe(hw.key, WORK_GROUP_PROBE), store.device_probe(hw.key, SCATTER_PROBE)
+    costs = LaunchCosts(group, scatter) if group is not None and scatter is not None else None
+    return Bandwidth(stored, "probe", costs)
+
+
 def device_bandwidth(store: "Store | None", hw: HardwareSpec | None, worker: Measures | None = None) -> Bandwidth:
-    """The stored probe for this device; else probe now (when a worker is given) and store it; else a guess."""
+    """The stored probes for this device; else probe now (when a worker is given) and store them; else a guess.
+    A store that has the triad from before the launch-cost probe existed gets the launch costs probed now."""
     if hw is None:
         return guessed_bandwidth(None)
-    if store is not None:
-        stored = store.device_probe(hw.key, PROBE)
-        if stored:
-            return Bandwidth(stored, "probe")
-    if worker is not None:
-        measured = run_probe(worker)
-        if measured:
-            if store is not None:
-                store.set_device_probe(hw.key, PROBE, measured, {"task": PROBE_TASKS.get(hw.backend, ("saxpy",))[0]})
-            return Bandwidth(measured, "probe")
-    return guessed_bandwidth(hw)
+    stored = stored_bandwidth(store, hw) if store is not None else None
+    if stored is not None and (stored.costs is not None or worker is None):
+        return stored
+    measured = stored.bytes_per_s if stored is not None else run_probe(worker) if worker is not None else None
+    if not measured or worker is None:
+        return guessed_bandwidth(hw)
+    probed = Bandwidth(measured, "probe", run_cost_probe(worker, measured))
+    if store is not None and not store.read_only:
+        store_probes(store, hw, probed, {"task": PROBE_TASKS.get(hw.backend, ("saxpy",))[0]})
+    return probed
 
 
-__all__ = ["Bandwidth", "PROBE", "bandwidth_from", "device_bandwidth", "guessed_bandwidth", "run_probe"]
+__all__ = ["Bandwidth", "LaunchCosts", "PROBE", "SCATTER_PROBE", "WORK_GROUP_PROBE", "bandwidth_from", "device_bandwidth",
+           "guessed_bandwidth", "run_cost_probe", "run_probe", "store_probes", "stored_bandwidth"]

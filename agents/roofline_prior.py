@@ -6,7 +6,9 @@ clock x SIMD lanes x 2 for FMA) and its streaming bandwidth (measured once per
 device by the triad probe, :mod:`kernelcast.agents.device_probe`). A kernel's
 time is the largest of its compute, DRAM and cache times, softened by the
 others, plus the overheads the launch geometry implies (work-groups, barriers,
-work-items on a CPU). The forecast is the ratio of the reference's predicted
+work-items on a CPU) and, on a CPU, the stores that vector code scatters. The
+costs of a work-group and of a scattered store are probed per device with the
+bandwidth (:func:`kernelcast.agents.device_probe.run_cost_probe`). The forecast is the ratio of the reference's predicted
 time to the candidate's, as a log-normal over the eight bins whose spread
 says how little a static model knows: wider when the bandwidth was guessed or
 a trip count could not be read.
@@ -39,6 +41,13 @@ UNCERTAIN_SIGMA = 0.15  # added when a trip count or the body could not be read
 LLC_SPEEDUP = 3.0  # a CPU streams a warm last-level-cache working set this much faster than its DRAM triad
 # (AMD EPYC, Intel's runtime, 2026-12-04: gemv's best point read its 8 MiB matrix at 204 GB/s, triad 53 GB/s)
 SOFT = 0.25  # share of the non-dominant roofline terms that still costs time (nothing overlaps perfectly)
+# Unprobed launch costs of a CPU, per compute unit: the launch-cost probe's readings on an AMD EPYC with
+# Intel's runtime (2026-12-04: 55 ns per work-group, 3.7-4.2 ns per scattered store); PoCL on the same machine
+# read 0 and 2.2 ns. One work-item of a CPU work-item loop: the stencil's reference (33.5 M work-items) ran in
+# 10.9 ms there, which bounds it below 0.65 ns.
+CPU_WORK_GROUP_S = 5.5e-8
+CPU_SCATTERED_STORE_S = 4e-9
+CPU_WORK_ITEM_S = 3e-10
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,7 @@ class DeviceModel:
     work_group_s: float  # scheduling one work-group
     barrier_s: float  # one barrier, per work-group
     work_item_s: float  # per work-item and compute unit (CPU work-item loops)
+    scattered_store_s: float  # per store a CPU's vector code scatters, and compute unit
     global_atomic_s: float  # one global atomic update, serialized
     local_atomic_s: float
 
@@ -73,19 +83,21 @@ class DeviceModel:
             lanes = max(lanes, 4)
         cache = float(hw.global_cache_bytes if hw and hw.global_cache_bytes else 8 * 2**20)
         llc = float(max(hw.last_level_cache_bytes, int(cache)) if hw else cache)
+        costs = bw.costs
         return cls(peak_flops=units * clock * lanes * 2.0, bandwidth=bw.bytes_per_s,
                    cache_bandwidth=bw.bytes_per_s * (6.0 if cpu else 3.0), cache_bytes=cache, llc_bytes=llc,
                    llc_bandwidth=bw.bytes_per_s * (LLC_SPEEDUP if cpu else 1.0), lanes=lanes,
                    compute_units=units, cpu=cpu, probed=bw.probed, launch_s=5e-6 if cpu else 3e-6,
-                   work_group_s=4e-7 if cpu else 5e-9, barrier_s=3e-7 if cpu else 2e-8,
-                   work_item_s=1e-9 if cpu else 0.0, global_atomic_s=8e-9 if cpu else 1e-9,
-                   local_atomic_s=2e-9 if cpu else 1e-10)
+                   work_group_s=costs.work_group_s if costs else CPU_WORK_GROUP_S if cpu else 5e-9,
+                   barrier_s=3e-7 if cpu else 2e-8, work_item_s=CPU_WORK_ITEM_S if cpu else 0.0,
+                   scattered_store_s=(costs.scattered_store_s if costs else CPU_SCATTERED_STORE_S) if cpu else 0.0,
+                   global_atomic_s=8e-9 if cpu else 1e-9, local_atomic_s=2e-9 if cpu else 1e-10)
 
 
 @dataclass(frozen=True)
 class TimeEstimate:
     seconds: float
-    bound: str  # compute | dram | cache | atomics | overhead
+    bound: str  # compute | dram | cache | atomics | scatter | overhead
     uncertain: bool
 
 
@@ -106,7 +118,9 @@ def predicted_time(work: KernelWork, compulsory: float, dev: DeviceModel) -> Tim
     overhead = dev.launch_s + (groups * (dev.work_group_s + work.barriers * dev.barrier_s)
                                + work.work_items * dev.work_item_s * (1 + work.barriers)) / dev.compute_units
     atomics = (work.global_atomics * dev.global_atomic_s + work.local_atomics * dev.local_atomic_s) / dev.compute_units
-    terms = {"compute": compute, "dram": dram, "cache": cache, "atomics": atomics}
+    scattered = work.strided_store_bytes / 4.0 if dev.cpu and cpu_vectorizes_across(work, dev) else 0.0
+    terms = {"compute": compute, "dram": dram, "cache": cache, "atomics": atomics,
+             "scatter": scattered * dev.scattered_store_s / dev.compute_units}
     bound = max(terms, key=terms.__getitem__)
     main = terms[bound]
     seconds = overhead + main + SOFT * (sum(terms.values()) - main)
@@ -124,10 +138,17 @@ def cpu_simd_share(work: KernelWork, dev: DeviceModel) -> float:
     ran 6.7x the reference, the same code in 1- or 4-wide work-groups 0.8-0.9x; float2, float4 and float8
     code about 1.6x, 3.4x and 6x whatever the work-group; the reference, whose work-items each walk their
     own row, no faster than scalar code."""
+    return 1.0 if cpu_vectorizes_across(work, dev) else min(1.0, max(work.vector_width, 1) / dev.lanes)
+
+
+def cpu_vectorizes_across(work: KernelWork, dev: DeviceModel) -> bool:
+    """Whether a CPU runtime runs the kernel as vector code across work-items (:func:`cpu_simd_share`). Its
+    stores to addresses far from the neighbouring work-item's are then scatters, each costing about a cache
+    miss: on Intel's runtime (AMD EPYC, 2026-12-04) transposes whose 16-wide work-groups scatter their stores
+    ran 1.1-1.6x the reference, the same code in 8-wide work-groups (scalar) 3.8-5.2x."""
     wgx = work.work_group_x or 16  # the runtime's choice for an unconstrained work-group
     gathers = work.strided_bytes > work.contiguous_bytes  # broadcasts (uniform bytes) vectorize either way
-    across = work.vector_width <= 1 and wgx >= dev.lanes and not gathers
-    return 1.0 if across else min(1.0, max(work.vector_width, 1) / dev.lanes)
+    return work.vector_width <= 1 and wgx >= dev.lanes and not gathers
 
 
 class RooflinePrior:
@@ -181,4 +202,4 @@ class RooflinePrior:
                 for p, m, s, c in zip(probs, mu, sigma, candidates, strict=True)]
 
 
-__all__ = ["DeviceModel", "RooflinePrior", "TimeEstimate", "cpu_simd_share", "predicted_time"]
+__all__ = ["DeviceModel", "RooflinePrior", "TimeEstimate", "cpu_simd_share", "cpu_vectorizes_across", "predicted_time"]

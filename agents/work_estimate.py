@@ -41,11 +41,11 @@ _QUALIFIERS = {"const", "volatile", "restrict", "__restrict", "__restrict__", "s
                "__private", "unsigned", "signed"}
 _GLOBAL_SPACES = {"__global", "global", "__constant", "constant"}
 _LOCAL_SPACES = {"__local", "local", "__shared__"}
-_X_IDS = {"get_global_id", "get_local_id", "get_group_id"}
+_X_IDS = {"get_global_id", "get_local_id"}  # a work-group's items share its group id: not a neighbour's offset
 _ID_CALL = re.compile(r"\b(get_global_id|get_local_id|get_group_id|get_global_size|get_local_size|get_num_groups)"
                       r" \( (\d) \)")
 _ATOMIC = re.compile(r"^(?:atomic_\w+|atom_\w+|atomic\w*|atomicAdd|atomicInc|atomicMax|atomicMin)$")
-_CUDA_X = {"threadIdx", "blockIdx"}
+_CUDA_X = {"threadIdx"}
 _VLOAD = re.compile(r"^vload(2|3|4|8|16)$")
 _VSTORE = re.compile(r"^vstore(2|3|4|8|16)$")
 _FMA = {"fma", "mad", "fmaf", "__fmaf_rn"}
@@ -69,6 +69,7 @@ class KernelWork:
     contiguous_bytes: float = 0.0  # neighbouring work-items touch neighbouring addresses
     uniform_bytes: float = 0.0  # every work-item of a row reads the same address (a broadcast)
     strided_bytes: float = 0.0  # neighbouring work-items are far apart (gathers, uncoalesced)
+    strided_store_bytes: float = 0.0  # ... of them stored (scatters: the costly kind in a CPU's vector code)
     local_accesses: float = 0.0
     barriers: float = 0.0  # barrier calls executed per work-item
     global_atomics: float = 0.0
@@ -137,7 +138,7 @@ class _Var:
     integer: bool = False
     space: str = "private"  # private | global | local
     x_factor: bool = False  # derived from the work-item's dimension-0 index
-    base_pattern: str = ""  # for a pointer into a buffer: how its base moves across work-items
+    base_pattern: str = ""  # a pointer into a buffer: how its base moves across work-items; an index: how it does
 
 
 class _Walker:
@@ -354,6 +355,8 @@ class _Walker:
                         value = self._value(init)
                         if value is not None:
                             self.names[name] = value
+                        if var.x_factor:  # ``j = i * S``: an index with a stride carries it into ``B[j]``
+                            var.base_pattern = self._pattern(init)
                     if "*" in stmt[:j + 1]:  # a pointer into a buffer: inherit its space and base movement
                         base = next((self.vars[t] for t in init if t in self.vars and self.vars[t].space != "private"),
                                     None)
@@ -405,23 +408,41 @@ class _Walker:
         """contiguous / uniform / strided across neighbouring work-items (dimension 0), from the index."""
         if not self._x_derived(index):
             return "uniform"
-        depth = 0
         for k, tok in enumerate(index):
-            depth += (tok == "(") - (tok == ")")
-            x = (tok in self.vars and self.vars[tok].x_factor) or tok in _X_IDS or (self.cuda and tok in _CUDA_X)
-            if not x:
-                continue
-            before = index[k - 1] if k else ""
-            after = index[k + 1] if k + 1 < len(index) else ""
-            if tok in _X_IDS:  # get_global_id(0) * n
-                after = index[k + 4] if k + 4 < len(index) else ""
-            if before in ("*", "/", "%") or after in ("*", "/", "%"):
-                factor = index[k + 2] if after == "*" and k + 2 < len(index) else index[k - 2] if before == "*" else ""
-                value = self._value([factor]) if factor else None
-                if value is not None and value <= 1:
-                    continue
+            call = self._x_derived(index[k:k + 3]) and tok in _X_IDS | _CUDA_X  # get_global_id ( 0 ), threadIdx . x
+            var = self.vars.get(tok)
+            if var is not None and var.x_factor and var.space == "private" and var.base_pattern == "strided":
+                return "strided"
+            x = call or (var is not None and var.x_factor)
+            if x and self._scaled(index, k, k + 3 if call and tok in _X_IDS else k + 2 if call else k):
                 return "strided"
         return "contiguous"
+
+    def _scaled(self, index: list[str], lo: int, hi: int) -> bool:
+        """Whether the term ``index[lo:hi + 1]`` is multiplied (or divided) by more than 1, directly or through
+        the parentheses around it: ``(c0 + tx) * M`` moves M elements per work-item as surely as ``tx * M``."""
+        while True:
+            before = index[lo - 1] if lo else ""
+            after = index[hi + 1] if hi + 1 < len(index) else ""
+            if before in ("*", "/", "%") or after in ("*", "/", "%"):
+                factor = index[hi + 2] if after == "*" and hi + 2 < len(index) else index[lo - 2] if before == "*" \
+                    and lo >= 2 else ""
+                value = self._value([factor]) if factor else None
+                return value is None or value > 1
+            opening = self._enclosing(index, lo)
+            if opening is None:
+                return False
+            lo, hi = opening, self._match(index, opening, "(", ")")
+
+    @staticmethod
+    def _enclosing(index: list[str], k: int) -> int | None:
+        """Position of the innermost "(" still open at ``index[k]``; None at the top level."""
+        depth = 0
+        for j in range(k - 1, -1, -1):
+            depth += (index[j] == ")") - (index[j] == "(")
+            if depth < 0:
+                return j
+        return None
 
     def _count(self, stmt: list[str], weight: float, lhs_int: bool = False) -> None:
         w = self.per_item
@@ -529,6 +550,7 @@ class _Walker:
             w.uniform_bytes += nbytes
         else:
             w.strided_bytes += nbytes
+            w.strided_store_bytes += nbytes if store else 0.0
 
     def _match(self, stmt: list[str], start: int, open_: str, close: str) -> int:
         depth = 0
@@ -620,7 +642,8 @@ def estimate(task: Task, candidate: Candidate, sizes: Mapping[str, int]) -> Kern
         flops=per.flops * scale, special_ops=per.special_ops * scale,
         global_load_bytes=per.global_load_bytes * scale, global_store_bytes=per.global_store_bytes * scale,
         contiguous_bytes=per.contiguous_bytes * scale, uniform_bytes=per.uniform_bytes * scale,
-        strided_bytes=per.strided_bytes * scale, local_accesses=per.local_accesses * scale,
+        strided_bytes=per.strided_bytes * scale, strided_store_bytes=per.strided_store_bytes * scale,
+        local_accesses=per.local_accesses * scale,
         global_atomics=per.global_atomics * scale, local_atomics=per.local_atomics * scale,
         barriers=per.barriers, vector_width=per.vector_width, work_items=int(items), work_group=group,
         work_group_x=group_x, uncertain=list(dict.fromkeys(per.uncertain)))

@@ -61,7 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from kernelcast.agents.device_probe import PROBE, device_bandwidth  # noqa: E402
+from kernelcast.agents.device_probe import Bandwidth, device_bandwidth, store_probes  # noqa: E402
 from kernelcast.agents.factory import SEED_DATASET  # noqa: E402
 from kernelcast.graphs.config import RunConfig  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
@@ -284,7 +284,7 @@ class CachedMeasurer(LocalMeasurer):
 
 # ---- 2. kernelcast (replay of the brute force) ---------------------------------------------------
 def kernelcast_trial(space: Space, router: str, budget: int, seed: int, sizes: str, measurer: CachedMeasurer,
-                     bandwidth: float | None, runs: Path, shared: Store | None = None) -> Trial:
+                     bandwidth: Bandwidth | None, runs: Path, shared: Store | None = None) -> Trial:
     """One run of the real graph (as ``start_run``, with the cached measurer) in a fresh run store, or in
     ``shared``, a store that keeps every earlier run of the arm (as a user's store grows)."""
     home = runs / Path(space.name).name / f"{router}-b{budget}-s{seed}"
@@ -294,7 +294,7 @@ def kernelcast_trial(space: Space, router: str, budget: int, seed: int, sizes: s
     store = shared or Store(home / "kernelcast.db")  # fresh: nothing of this task to learn from but the run itself
     hardware = measurer.hardware_spec()
     if bandwidth:
-        store.set_device_probe(hardware.key, PROBE, bandwidth, {"task": "saxpy", "copied_by": "search_bench"})
+        store_probes(store, hardware, bandwidth, {"task": "saxpy", "copied_by": "search_bench"})
     config = RunConfig(task=space.task_ref, budget=budget, router=router,
                        seed=seed, sizes=sizes, forecaster="learned")
     env = RunEnv(home, measure_timeout_s=60)
@@ -574,7 +574,7 @@ def main() -> int:
                         kind, name = method.split(" ", 1)
                         if kind == "kc":
                             trial = kernelcast_trial(space, name, budget, seed, args.sizes, measurer,
-                                                     bandwidth.bytes_per_s if bandwidth.probed else None, out / "runs",
+                                                     bandwidth if bandwidth.probed else None, out / "runs",
                                                      shared if name == "selective" else None)
                         else:
                             trial = kernel_tuner_trial(space, task, name, budget, seed, args.sizes, kt_dev)

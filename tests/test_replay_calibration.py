@@ -30,9 +30,10 @@ def test_the_shipped_rows_are_what_the_forecaster_gives_now() -> None:
 
 
 def test_a_forecaster_that_has_learned_little_is_overconfident_so_stages_are_certified_apart() -> None:
-    """Among replayed decisions with P(beat) <= 0.1, those taken after 2 measurements beat the incumbent about
-    twice as often as those after 8 or more (which stay well under the 10 % such a p claims): one pooled
-    threshold would be earned late in runs and spent early in them."""
+    """Among replayed decisions with P(beat) <= 0.1, those taken after 2 measurements beat the incumbent more
+    often than those after 8 or more (7.2 against 5.1 % in the rows of 2026-12-04; 9.9 against 4.8 % before the
+    prior probed launch costs): one pooled threshold would be earned late in runs and spent early in them. No
+    stage beats the 10 % such a p claims."""
     rows = read_rows(SHIPPED)
 
     def false_share(ks: set[int]) -> float:
@@ -40,7 +41,8 @@ def test_a_forecaster_that_has_learned_little_is_overconfident_so_stages_are_cer
         return float(np.mean(low))
 
     late = false_share({8, 12, 16, 20})
-    assert false_share({2}) > 1.5 * late and late < 0.06
+    assert false_share({2}) > late
+    assert max(false_share({k}) for k in {r.k for r in rows}) < 0.1
     thresholds = {b: fit_thresholds(rows, risk=0.1).prune_below for b, rows in shipped_by_stage().items()}
     assert stage_bucket(0) not in thresholds  # the opening is never replayed: nothing taught, nothing certified
     early, late = thresholds[stage_bucket(2)], thresholds[stage_bucket(16)]
