@@ -9,9 +9,10 @@ must move by the faster of the two timed kernels. Two more measurements of a
 probe kernel (``data/probes/launch_costs``: a transpose in its gathering and
 scattering forms) give what a launch costs beyond its traffic: the time of one
 work-group, and of one store that lands far from its neighbouring work-item's.
-Both differ by 20x and more between CPU runtimes and machines (a guessed 0.4 us
-per work-group against 20 ns measured on an AMD EPYC with Intel's runtime), and
-they decide the ranking of tiled kernels. The results are stored per device key
+Both vary widely between CPU runtimes (a guessed 0.4 us per work-group against
+55 ns measured on an AMD EPYC with Intel's runtime, where PoCL read about 0),
+and they decide the ranking of tiled kernels on a CPU (a GPU's are not probed:
+the prior does not use them there). The results are stored per device key
 (``Store.set_device_probe``), so every later run reuses them.
 """
 
@@ -98,19 +99,25 @@ def run_probe(worker: Measures) -> float | None:
 
 
 def run_cost_probe(worker: Measures, bytes_per_s: float) -> LaunchCosts | None:
-    """Measure the launch costs on the worker's device (OpenCL only); None if the probe cannot run there.
+    """Measure the launch costs on the worker's device; None where the roofline prior does not use them (a GPU,
+    CUDA) or the probe cannot run.
 
     The reference runs 16-item work-groups; the point in 256-item groups differs only in their count, so the
     time it saves, per work-group saved, is one work-group's cost. The scattering point moves the same bytes;
     its time beyond streaming them at ``bytes_per_s``, per store, is one scattered store's cost."""
-    if worker.hardware_spec().backend != "opencl":
+    hw = worker.hardware_spec()
+    if hw.backend != "opencl" or "GPU" in hw.device_type.upper():
         return None
-    task = resolve_task(COSTS_TASK)
+    try:
+        task = resolve_task(COSTS_TASK)
+        fewer_groups, scattering = (task.instantiate({"WG": 256, "SCATTER": s}) for s in (0, 1))
+    except TaskError:
+        return None
     sizes = task.sizes("full")
     items = float(sizes["S"]) ** 2
-    units = max(1, worker.hardware_spec().compute_units)
-    fewer = worker.measure(task, task.instantiate({"WG": 256, "SCATTER": 0}), PROBE_CONFIG)
-    scatter = worker.measure(task, task.instantiate({"WG": 256, "SCATTER": 1}), PROBE_CONFIG)
+    units = max(1, hw.compute_units)
+    fewer = worker.measure(task, fewer_groups, PROBE_CONFIG)
+    scatter = worker.measure(task, scattering, PROBE_CONFIG)
     if not (fewer.ok and scatter.ok and fewer.reference and fewer.candidate and scatter.candidate):
         return None
     saved_s = (fewer.reference.median_ns - fewer.candidate.median_ns) * 1e-9
@@ -119,22 +126,33 @@ def run_cost_probe(worker: Measures, bytes_per_s: float) -> LaunchCosts | None:
                        scattered_store_s=max(beyond_s, 0.0) * units / items)
 
 
+UNAVAILABLE = -1.0  # stored in place of launch costs the device cannot give, so no run asks again
+
+
 def store_probes(store: "Store", hw: HardwareSpec, bandwidth: Bandwidth, detail: dict[str, str]) -> None:
-    """Keep a device's probe results (``detail``: where they came from) for every later run."""
+    """Keep a device's probe results (``detail``: where the triad came from) for every later run."""
     store.set_device_probe(hw.key, PROBE, bandwidth.bytes_per_s, detail)
-    if bandwidth.costs is not None:
-        store.set_device_probe(hw.key, WORK_GROUP_PROBE, bandwidth.costs.work_group_s, detail)
-        store.set_device_probe(hw.key, SCATTER_PROBE, bandwidth.costs.scattered_store_s, detail)
+    store_costs(store, hw, bandwidth.costs)
 
 
-def stored_bandwidth(store: "Store", hw: HardwareSpec) -> Bandwidth | None:
-    """The probes a store holds for this device (launch costs None when they were not probed)."""
+def store_costs(store: "Store", hw: HardwareSpec, costs: LaunchCosts | None) -> None:
+    """Keep the launch costs, or that the device has none to give (:data:`UNAVAILABLE`)."""
+    detail = {"task": COSTS_TASK.parent.name}
+    store.set_device_probe(hw.key, WORK_GROUP_PROBE, costs.work_group_s if costs else UNAVAILABLE, detail)
+    store.set_device_probe(hw.key, SCATTER_PROBE, costs.scattered_store_s if costs else UNAVAILABLE, detail)
+
+
+def stored_bandwidth(store: "Store", hw: HardwareSpec) -> tuple[Bandwidth, bool] | None:
+    """The probes a store holds for this device, and whether the launch costs were tried (their costs are None
+    when they were not, or the device had none to give)."""
     stored = store.device_probe(hw.key, PROBE)
     if not stored:
         return None
     group, scatter = store.device_probe(hw.key, WORK_GROUP_PROBE), store.device_probe(hw.key, SCATTER_PROBE)
-    costs = LaunchCosts(group, scatter) if group is not None and scatter is not None else None
-    return Bandwidth(stored, "probe", costs)
+    if group is None or scatter is None:
+        return Bandwidth(stored, "probe"), False
+    costs = LaunchCosts(group, scatter) if min(group, scatter) >= 0 else None
+    return Bandwidth(stored, "probe", costs), True
 
 
 def device_bandwidth(store: "Store | None", hw: HardwareSpec | None, worker: Measures | None = None) -> Bandwidth:
@@ -143,16 +161,24 @@ def device_bandwidth(store: "Store | None", hw: HardwareSpec | None, worker: Mea
     if hw is None:
         return guessed_bandwidth(None)
     stored = stored_bandwidth(store, hw) if store is not None else None
-    if stored is not None and (stored.costs is not None or worker is None):
-        return stored
-    measured = stored.bytes_per_s if stored is not None else run_probe(worker) if worker is not None else None
+    writable = store if store is not None and not store.read_only else None
+    if stored is not None:
+        bandwidth, tried = stored
+        if tried or worker is None:
+            return bandwidth
+        probed = Bandwidth(bandwidth.bytes_per_s, "probe", run_cost_probe(worker, bandwidth.bytes_per_s))
+        if writable is not None:
+            store_costs(writable, hw, probed.costs)
+        return probed
+    measured = run_probe(worker) if worker is not None else None
     if not measured or worker is None:
         return guessed_bandwidth(hw)
     probed = Bandwidth(measured, "probe", run_cost_probe(worker, measured))
-    if store is not None and not store.read_only:
-        store_probes(store, hw, probed, {"task": PROBE_TASKS.get(hw.backend, ("saxpy",))[0]})
+    if writable is not None:
+        store_probes(writable, hw, probed, {"task": PROBE_TASKS.get(hw.backend, ("saxpy",))[0]})
     return probed
 
 
-__all__ = ["Bandwidth", "LaunchCosts", "PROBE", "SCATTER_PROBE", "WORK_GROUP_PROBE", "bandwidth_from", "device_bandwidth",
-           "guessed_bandwidth", "run_cost_probe", "run_probe", "store_probes", "stored_bandwidth"]
+__all__ = ["Bandwidth", "LaunchCosts", "PROBE", "SCATTER_PROBE", "UNAVAILABLE", "WORK_GROUP_PROBE", "bandwidth_from",
+           "device_bandwidth", "guessed_bandwidth", "run_cost_probe", "run_probe", "store_costs", "store_probes",
+           "stored_bandwidth"]

@@ -88,7 +88,7 @@ class DeviceModel:
                    cache_bandwidth=bw.bytes_per_s * (6.0 if cpu else 3.0), cache_bytes=cache, llc_bytes=llc,
                    llc_bandwidth=bw.bytes_per_s * (LLC_SPEEDUP if cpu else 1.0), lanes=lanes,
                    compute_units=units, cpu=cpu, probed=bw.probed, launch_s=5e-6 if cpu else 3e-6,
-                   work_group_s=costs.work_group_s if costs else CPU_WORK_GROUP_S if cpu else 5e-9,
+                   work_group_s=(costs.work_group_s if costs else CPU_WORK_GROUP_S) if cpu else 5e-9,
                    barrier_s=3e-7 if cpu else 2e-8, work_item_s=CPU_WORK_ITEM_S if cpu else 0.0,
                    scattered_store_s=(costs.scattered_store_s if costs else CPU_SCATTERED_STORE_S) if cpu else 0.0,
                    global_atomic_s=8e-9 if cpu else 1e-9, local_atomic_s=2e-9 if cpu else 1e-10)
@@ -118,6 +118,7 @@ def predicted_time(work: KernelWork, compulsory: float, dev: DeviceModel) -> Tim
     overhead = dev.launch_s + (groups * (dev.work_group_s + work.barriers * dev.barrier_s)
                                + work.work_items * dev.work_item_s * (1 + work.barriers)) / dev.compute_units
     atomics = (work.global_atomics * dev.global_atomic_s + work.local_atomics * dev.local_atomic_s) / dev.compute_units
+    # stores of 4-byte elements (the probe's floats): a double's scatter is counted twice, a rough edge
     scattered = work.strided_store_bytes / 4.0 if dev.cpu and cpu_vectorizes_across(work, dev) else 0.0
     terms = {"compute": compute, "dram": dram, "cache": cache, "atomics": atomics,
              "scatter": scattered * dev.scattered_store_s / dev.compute_units}

@@ -46,6 +46,7 @@ _ID_CALL = re.compile(r"\b(get_global_id|get_local_id|get_group_id|get_global_si
                       r" \( (\d) \)")
 _ATOMIC = re.compile(r"^(?:atomic_\w+|atom_\w+|atomic\w*|atomicAdd|atomicInc|atomicMax|atomicMin)$")
 _CUDA_X = {"threadIdx"}
+_MUL_OPS = {"*", "/", "%", "<<", ">>"}
 _VLOAD = re.compile(r"^vload(2|3|4|8|16)$")
 _VSTORE = re.compile(r"^vstore(2|3|4|8|16)$")
 _FMA = {"fma", "mad", "fmaf", "__fmaf_rn"}
@@ -419,20 +420,44 @@ class _Walker:
         return "contiguous"
 
     def _scaled(self, index: list[str], lo: int, hi: int) -> bool:
-        """Whether the term ``index[lo:hi + 1]`` is multiplied (or divided) by more than 1, directly or through
-        the parentheses around it: ``(c0 + tx) * M`` moves M elements per work-item as surely as ``tx * M``."""
+        """Whether the term ``index[lo:hi + 1]`` is multiplied by more than 1 (``*``, ``<<``), directly or through
+        the parentheses around it: ``(c0 + tx) * M`` moves M elements per work-item as surely as ``tx * M``.
+        ``/`` and ``%`` scale nothing: ``gid % W`` keeps the work-items' order, ``gid / 4`` packs them closer."""
         while True:
-            before = index[lo - 1] if lo else ""
-            after = index[hi + 1] if hi + 1 < len(index) else ""
-            if before in ("*", "/", "%") or after in ("*", "/", "%"):
-                factor = index[hi + 2] if after == "*" and hi + 2 < len(index) else index[lo - 2] if before == "*" \
-                    and lo >= 2 else ""
-                value = self._value([factor]) if factor else None
-                return value is None or value > 1
+            for op, operand in self._factors(index, lo, hi):
+                if op in ("*", "<<"):
+                    value = self._value(operand)
+                    if value is None or (2.0 ** value if op == "<<" else value) > 1:
+                        return True
             opening = self._enclosing(index, lo)
             if opening is None:
                 return False
             lo, hi = opening, self._match(index, opening, "(", ")")
+
+    def _factors(self, index: list[str], lo: int, hi: int) -> list[tuple[str, list[str]]]:
+        """The multiplicative operators chained onto ``index[lo:hi + 1]`` at its own depth, with their operands
+        (a token or a parenthesized group): ``M * tx % W << 2`` gives ("*", M), ("%", W), ("<<", 2)."""
+        out: list[tuple[str, list[str]]] = []
+        k = hi + 1
+        while k + 1 < len(index) and index[k] in _MUL_OPS:
+            end = self._match(index, k + 1, "(", ")") if index[k + 1] == "(" else k + 1
+            out.append((index[k], index[k + 1:end + 1]))
+            k = end + 1
+        k = lo - 1
+        while k >= 1 and index[k] in _MUL_OPS:
+            start = self._opening_of(index, k - 1) if index[k - 1] == ")" else k - 1
+            out.append((index[k], index[start:k]))
+            k = start - 1
+        return out
+
+    def _opening_of(self, index: list[str], close: int) -> int:
+        """Position of the "(" that the ")" at ``close`` matches."""
+        depth = 0
+        for j in range(close, -1, -1):
+            depth += (index[j] == ")") - (index[j] == "(")
+            if depth == 0:
+                return j
+        return 0
 
     @staticmethod
     def _enclosing(index: list[str], k: int) -> int | None:

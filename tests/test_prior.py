@@ -1,4 +1,4 @@
-"""The zero-data roofline prior, its static work estimates and the triad probe (issue 13, item 1).
+"""The zero-data roofline prior, its static work estimates and the device probes (issue 13, item 1).
 
 Work estimates are checked on the built-in task files (their sizes and templates are fixed, so the
 expected counts follow from the source); the probe and the forecasts run on the real OpenCL device,
@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from kernelcast.agents.blended_forecaster import BlendedForecaster
-from kernelcast.agents.device_probe import PROBE, Bandwidth, device_bandwidth, guessed_bandwidth
-from kernelcast.agents.roofline_prior import DeviceModel, RooflinePrior, cpu_simd_share, predicted_time
+from kernelcast.agents.device_probe import (PROBE, SCATTER_PROBE, WORK_GROUP_PROBE, Bandwidth, LaunchCosts,
+                                            device_bandwidth, guessed_bandwidth)
+from kernelcast.agents.roofline_prior import (DeviceModel, RooflinePrior, cpu_simd_share, cpu_vectorizes_across,
+                                              predicted_time)
 from kernelcast.agents.work_estimate import compulsory_bytes, estimate
 from kernelcast.tools.measurement import HardwareSpec
 from kernelcast.tools.store import Store
@@ -95,6 +97,45 @@ def test_triad_probe_is_measured_once_and_stored(tmp_path: Path, worker: Measure
     assert store.device_probe(hw.key, PROBE) == pytest.approx(first.bytes_per_s)
     again = device_bandwidth(Store(tmp_path / "k.db"), hw)  # a new process reads it back without measuring
     assert again.probed and again.bytes_per_s == pytest.approx(first.bytes_per_s)
+    if hw.device_type != "CPU":  # a GPU's launch costs are not probed: the prior does not use them there
+        assert first.costs is None and again.costs is None
+        return
+    # on a CPU the launch costs come with it, and a new process reads them back
+    assert first.costs is not None and min(first.costs.work_group_s, first.costs.scattered_store_s) >= 0
+    assert again.costs is not None and again.costs.work_group_s == pytest.approx(first.costs.work_group_s)
+    assert again.costs.scattered_store_s == pytest.approx(first.costs.scattered_store_s)
+    assert store.device_probe(hw.key, SCATTER_PROBE) == pytest.approx(first.costs.scattered_store_s)
+
+
+class CountingWorker:
+    """The module's worker, counting the measurements asked of it."""
+
+    def __init__(self, worker: MeasurementWorker) -> None:
+        self.worker, self.measured = worker, 0
+
+    def measure(self, task, candidate, config=None):  # noqa: ANN001, ANN201 - MeasurementWorker.measure's
+        self.measured += 1
+        return self.worker.measure(task, candidate, config)
+
+    def hardware_spec(self) -> HardwareSpec:
+        return self.worker.hardware_spec()
+
+
+def test_a_store_with_the_triad_alone_gets_the_launch_costs_probed_once(tmp_path: Path,
+                                                                        worker: MeasurementWorker) -> None:
+    # stores from before the launch-cost probe hold the triad only: it is kept, the costs are tried once (and
+    # remembered when the device has none to give, so no later run measures again)
+    store = Store(tmp_path / "k.db")
+    hw = worker.hardware_spec()
+    store.set_device_probe(hw.key, PROBE, 12.5e9, {"task": "saxpy"})  # as a store from before: the triad alone
+    assert device_bandwidth(store, hw).costs is None  # no worker: the triad alone, the model's defaults
+    counting = CountingWorker(worker)
+    probed = device_bandwidth(store, hw, counting)
+    assert probed.bytes_per_s == 12.5e9 and counting.measured == (2 if hw.device_type == "CPU" else 0)
+    assert store.device_probe(hw.key, WORK_GROUP_PROBE) is not None  # measured, or marked unavailable
+    again = device_bandwidth(store, hw, counting)
+    assert counting.measured == (2 if hw.device_type == "CPU" else 0)  # not asked again
+    assert (again.costs is None) == (probed.costs is None)
 
 
 def test_prior_forecasts_are_informative_with_zero_data(tmp_path: Path, worker: MeasurementWorker) -> None:
@@ -169,3 +210,57 @@ def test_a_cpu_device_reports_its_last_level_cache(worker: MeasurementWorker) ->
     if hw.device_type != "CPU":
         pytest.skip(f"the OpenCL device here is a {hw.device_type}: a GPU reports its L2 as its global cache")
     assert hw.last_level_cache_bytes >= hw.global_cache_bytes > 0
+
+
+def test_a_stride_reads_through_parentheses_and_index_variables() -> None:
+    # the tiled transpose without local memory writes B[(c0 + tx) * M + ...]: neighbouring work-items a row
+    # of B apart; c0 (the group's first column) is the same for every item of a group, so it is no stride
+    task = resolve_task("transpose")
+    sizes = task.sizes("full")
+    direct = estimate(task, task.instantiate({"TILE": 16, "RPT": 4, "LOCAL": 0, "PAD": 0}), sizes)
+    assert direct.strided_store_bytes == pytest.approx(direct.global_store_bytes)
+    assert direct.contiguous_bytes == pytest.approx(direct.global_load_bytes)  # A[... + c0 + tx]
+    staged = estimate(task, task.instantiate({"TILE": 16, "RPT": 4, "LOCAL": 1, "PAD": 0}), sizes)
+    assert staged.strided_bytes == 0 and staged.local_accesses > 0  # B[(c0 + ty + k) * M + r0 + tx]
+    probe = resolve_task(Path(__file__).parents[1] / "agents" / "data" / "probes" / "launch_costs" / "task.toml")
+    scatter = estimate(probe, probe.instantiate({"WG": 256, "SCATTER": 1}), probe.sizes("full"))
+    assert scatter.strided_store_bytes == scatter.global_store_bytes > 0 and scatter.strided_bytes == \
+        scatter.global_store_bytes  # B[(size_t)(i % s) * s + i / s] = A[i]
+
+
+def test_an_index_variable_carries_its_stride_and_dimension_one_is_no_stride() -> None:
+    task = resolve_task("saxpy")
+    sizes = task.sizes("full")
+
+    def work(body: str):
+        src = ("__kernel void saxpy(__global const float *x, __global float *y, const float a, const int n)\n"
+               "{\n" + body + "\n}\n")
+        return estimate(task, task.reference().model_copy(update={"source": src}), sizes)
+
+    strided = work("const int i = get_global_id(0);\n const int j = i * 8;\n if (j < n) y[j] = a * x[j] + y[j];")
+    assert strided.global_bytes > 0 and strided.strided_bytes == pytest.approx(strided.global_bytes)
+    rows = work("y[64 * get_global_id(1) + get_global_id(0)] = a * x[get_global_id(0)] + y[get_global_id(0)];")
+    assert rows.global_bytes > 0 and rows.contiguous_bytes == pytest.approx(rows.global_bytes)  # the 64 scales dimension 1
+    wrapped = work("const int i = get_global_id(0) % n;\n y[i] = a * x[i] + y[i];")  # % keeps the order
+    assert wrapped.global_bytes > 0 and wrapped.contiguous_bytes == pytest.approx(wrapped.global_bytes)
+    chained = work("y[(get_global_id(0) % n) * 4] = a * x[get_global_id(0)];")  # ... until a factor scales it
+    assert chained.strided_store_bytes > 0
+
+
+def test_scattered_stores_slow_a_cpu_only_where_it_vectorizes_across_work_items() -> None:
+    # measured on Intel's CPU runtime: the tiled transpose without local memory in 16-wide work-groups (vector
+    # code, scattered stores) ran 1.1x the reference, in 8-wide ones (scalar code) 4-5x
+    task = resolve_task("transpose")
+    sizes = task.sizes("full")
+    comp = compulsory_bytes(task, sizes)
+    wide = estimate(task, task.instantiate({"TILE": 16, "RPT": 4, "LOCAL": 0, "PAD": 0}), sizes)
+    narrow = estimate(task, task.instantiate({"TILE": 8, "RPT": 4, "LOCAL": 0, "PAD": 0}), sizes)
+    probed = Bandwidth(50e9, "probe", LaunchCosts(work_group_s=5e-8, scattered_store_s=4e-9))
+    dev = DeviceModel.of(_cpu(lanes=16), probed)
+    assert cpu_vectorizes_across(wide, dev) and not cpu_vectorizes_across(narrow, dev)
+    assert predicted_time(wide, comp, dev).seconds > 2 * predicted_time(narrow, comp, dev).seconds
+    assert predicted_time(wide, comp, dev).bound == "scatter"
+    free = DeviceModel.of(_cpu(lanes=16), Bandwidth(50e9, "probe", LaunchCosts(5e-8, 0.0)))
+    assert predicted_time(wide, comp, free).seconds < predicted_time(narrow, comp, free).seconds
+    gpu = DeviceModel.of(HardwareSpec(backend="opencl", name="gpu", device_type="GPU", compute_units=80), probed)
+    assert gpu.scattered_store_s == 0  # a GPU's uncoalesced accesses are the cache term's
