@@ -161,21 +161,17 @@ def device_bandwidth(store: "Store | None", hw: HardwareSpec | None, worker: Mea
     if hw is None:
         return guessed_bandwidth(None)
     stored = stored_bandwidth(store, hw) if store is not None else None
-    writable = store if store is not None and not store.read_only else None
-    if stored is not None:
-        bandwidth, tried = stored
-        if tried or worker is None:
-            return bandwidth
-        probed = Bandwidth(bandwidth.bytes_per_s, "probe", run_cost_probe(worker, bandwidth.bytes_per_s))
-        if writable is not None:
-            store_costs(writable, hw, probed.costs)
-        return probed
-    measured = run_probe(worker) if worker is not None else None
+    if stored is not None and (stored[1] or worker is None):
+        return stored[0]
+    measured = stored[0].bytes_per_s if stored is not None else run_probe(worker) if worker is not None else None
     if not measured or worker is None:
         return guessed_bandwidth(hw)
     probed = Bandwidth(measured, "probe", run_cost_probe(worker, measured))
-    if writable is not None:
-        store_probes(writable, hw, probed, {"task": PROBE_TASKS.get(hw.backend, ("saxpy",))[0]})
+    if store is not None and not store.read_only:
+        if stored is not None:  # the stored triad stays as it was measured
+            store_costs(store, hw, probed.costs)
+        else:
+            store_probes(store, hw, probed, {"task": PROBE_TASKS.get(hw.backend, ("saxpy",))[0]})
     return probed
 
 

@@ -6,12 +6,12 @@ clock x SIMD lanes x 2 for FMA) and its streaming bandwidth (measured once per
 device by the triad probe, :mod:`kernelcast.agents.device_probe`). A kernel's
 time is the largest of its compute, DRAM and cache times, softened by the
 others, plus the overheads the launch geometry implies (work-groups, barriers,
-work-items on a CPU) and, on a CPU, the stores that vector code scatters. The
-costs of a work-group and of a scattered store are probed per device with the
-bandwidth (:func:`kernelcast.agents.device_probe.run_cost_probe`). The forecast is the ratio of the reference's predicted
-time to the candidate's, as a log-normal over the eight bins whose spread
-says how little a static model knows: wider when the bandwidth was guessed or
-a trip count could not be read.
+work-items on a CPU) and, on a CPU, the stores that vector code scatters. A
+CPU's costs of a work-group and of a scattered store are probed once with the
+bandwidth (:func:`kernelcast.agents.device_probe.run_cost_probe`). The forecast
+is the ratio of the reference's predicted time to the candidate's, as a
+log-normal over the eight bins whose spread says how little a static model
+knows: wider when the bandwidth was guessed or a trip count could not be read.
 
 Used alone it needs no data at all, so the first forecast of the first run on
 a new device is already informative; :mod:`kernelcast.agents.blended_forecaster`

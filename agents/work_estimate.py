@@ -410,12 +410,12 @@ class _Walker:
         if not self._x_derived(index):
             return "uniform"
         for k, tok in enumerate(index):
-            call = self._x_derived(index[k:k + 3]) and tok in _X_IDS | _CUDA_X  # get_global_id ( 0 ), threadIdx . x
+            call = tok in _X_IDS | _CUDA_X and self._x_derived(index[k:k + 3])  # get_global_id ( 0 ), threadIdx . x
             var = self.vars.get(tok)
             if var is not None and var.x_factor and var.space == "private" and var.base_pattern == "strided":
                 return "strided"
-            x = call or (var is not None and var.x_factor)
-            if x and self._scaled(index, k, k + 3 if call and tok in _X_IDS else k + 2 if call else k):
+            end = k + (3 if tok in _X_IDS else 2) if call else k  # the call's last token: ")" or "x"
+            if (call or (var is not None and var.x_factor)) and self._scaled(index, k, end):
                 return "strided"
         return "contiguous"
 
@@ -445,19 +445,10 @@ class _Walker:
             k = end + 1
         k = lo - 1
         while k >= 1 and index[k] in _MUL_OPS:
-            start = self._opening_of(index, k - 1) if index[k - 1] == ")" else k - 1
+            start = (self._enclosing(index, k - 1) or 0) if index[k - 1] == ")" else k - 1  # the group's "("
             out.append((index[k], index[start:k]))
             k = start - 1
         return out
-
-    def _opening_of(self, index: list[str], close: int) -> int:
-        """Position of the "(" that the ")" at ``close`` matches."""
-        depth = 0
-        for j in range(close, -1, -1):
-            depth += (index[j] == ")") - (index[j] == "(")
-            if depth == 0:
-                return j
-        return 0
 
     @staticmethod
     def _enclosing(index: list[str], k: int) -> int | None:
