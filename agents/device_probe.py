@@ -9,7 +9,11 @@ must move by the faster of the two timed kernels. Two more measurements of a
 probe kernel (``data/probes/launch_costs``: a transpose in its gathering and
 scattering forms) give what a launch costs beyond its traffic: the time of one
 work-group, and of one store that lands far from its neighbouring work-item's.
-Both vary widely between CPU runtimes (a guessed 0.4 us per work-group against
+A third (``data/probes/simd_width``: chains of multiply-adds as the runtime's own
+vectors across work-items and as explicit float4 and float8) gives how many
+float lanes a compute unit's arithmetic fills, which the instruction set does
+not say: an AMD EPYC (Zen 4) reports 16 (AVX-512) but runs float8 code as fast
+as 16-wide vectors. The costs vary widely between CPU runtimes (a guessed 0.4 us per work-group against
 55 ns measured on an AMD EPYC with Intel's runtime, where PoCL read about 0),
 and they decide the ranking of tiled kernels on a CPU (a GPU's are not probed:
 the prior does not use them there). The results are stored per device key
@@ -33,7 +37,11 @@ if TYPE_CHECKING:
 PROBE = "triad_bandwidth_bps"
 WORK_GROUP_PROBE = "work_group_s"  # seconds one work-group costs a compute unit beyond its work
 SCATTER_PROBE = "scattered_store_s"  # seconds one scattered store costs a compute unit (CPU vector code)
+SIMD_PROBE = "simd_lanes"  # float lanes a compute unit's arithmetic fills (0: the probe could not tell)
 COSTS_TASK = Path(__file__).parent / "data" / "probes" / "launch_costs" / "task.toml"
+SIMD_TASK = Path(__file__).parent / "data" / "probes" / "simd_width" / "task.toml"
+SIMD_MATCH = 0.85  # an explicit vector this close to the runtime's own vectors' rate fills the same lanes
+VECTORIZED = 2.0  # the runtime's own vectors beat scalar code by this much, or it did not vectorize across
 PROBE_TASKS = {"opencl": ("saxpy", {"VEC": 4, "COARSEN": 1, "WG": 256}), "cuda": ("reduce_rows_cuda", None)}
 PROBE_CONFIG = MeasureConfig(sizes="full", seeds=[0], warmup=2, min_reps=5, max_reps=30, target_seconds=0.15,
                              remeasure=False, timeout_s=60.0)
@@ -48,11 +56,13 @@ class Measures(Protocol):
 
 
 @dataclass(frozen=True)
-class LaunchCosts:
-    """What a launch costs beyond its traffic, per compute unit, as the launch-cost probe measured it."""
+class CpuCosts:
+    """What a CPU's launches cost beyond their traffic, per compute unit, and how wide its arithmetic is, as the
+    probes measured them."""
 
     work_group_s: float  # one work-group's scheduling
     scattered_store_s: float  # one store S elements from its neighbouring work-item's, in vectorized code
+    simd_lanes: int = 0  # float lanes the arithmetic fills (0: not read; the model takes the instruction set's)
 
 
 @dataclass(frozen=True)
@@ -62,7 +72,7 @@ class Bandwidth:
 
     bytes_per_s: float
     source: str  # "probe" (measured now or stored) or "guess" (from the device type)
-    costs: LaunchCosts | None = None
+    costs: CpuCosts | None = None
 
     @property
     def probed(self) -> bool:
@@ -98,7 +108,7 @@ def run_probe(worker: Measures) -> float | None:
     return bandwidth_from(worker.measure(task, candidate, PROBE_CONFIG), task)
 
 
-def run_cost_probe(worker: Measures, bytes_per_s: float) -> LaunchCosts | None:
+def run_cost_probe(worker: Measures, bytes_per_s: float) -> CpuCosts | None:
     """Measure the launch costs on the worker's device; None where the roofline prior does not use them (a GPU,
     CUDA) or the probe cannot run.
 
@@ -122,8 +132,29 @@ def run_cost_probe(worker: Measures, bytes_per_s: float) -> LaunchCosts | None:
         return None
     saved_s = (fewer.reference.median_ns - fewer.candidate.median_ns) * 1e-9
     beyond_s = scatter.candidate.median_ns * 1e-9 - compulsory_bytes(task, sizes) / bytes_per_s
-    return LaunchCosts(work_group_s=max(saved_s, 0.0) * units / (items / 16 - items / 256),
-                       scattered_store_s=max(beyond_s, 0.0) * units / items)
+    return CpuCosts(work_group_s=max(saved_s, 0.0) * units / (items / 16 - items / 256),
+                    scattered_store_s=max(beyond_s, 0.0) * units / items, simd_lanes=run_simd_probe(worker))
+
+
+def run_simd_probe(worker: Measures) -> int:
+    """How many float lanes the worker's CPU fills with vector arithmetic; 0 when the probe cannot tell.
+
+    The runtime's own vectors across a 16-item work-group set the rate to match; the narrowest explicit vector
+    (float4, float8) within :data:`SIMD_MATCH` of it fills as many lanes. A runtime that does not vectorize
+    across work-items (PoCL here ran that point no faster than scalar code) gives no reading, nor does one whose
+    float8 falls short (its lanes are wider: the instruction set's width stands)."""
+    try:
+        task = resolve_task(SIMD_TASK)
+        across, *explicit = (task.instantiate(p) for p in ({"VEC": 1, "WG": 16}, {"VEC": 4, "WG": 1},
+                                                             {"VEC": 8, "WG": 1}))
+    except TaskError:
+        return 0
+    rate = worker.measure(task, across, PROBE_CONFIG).speedup  # against the same scalar code, unvectorized
+    if not rate or rate < VECTORIZED:
+        return 0
+    rates = {4: worker.measure(task, explicit[0], PROBE_CONFIG).speedup,
+             8: worker.measure(task, explicit[1], PROBE_CONFIG).speedup}
+    return next((lanes for lanes, r in rates.items() if r and r >= SIMD_MATCH * rate), 0)
 
 
 UNAVAILABLE = -1.0  # stored in place of launch costs the device cannot give, so no run asks again
@@ -135,11 +166,13 @@ def store_probes(store: "Store", hw: HardwareSpec, bandwidth: Bandwidth, detail:
     store_costs(store, hw, bandwidth.costs)
 
 
-def store_costs(store: "Store", hw: HardwareSpec, costs: LaunchCosts | None) -> None:
+def store_costs(store: "Store", hw: HardwareSpec, costs: CpuCosts | None) -> None:
     """Keep the launch costs, or that the device has none to give (:data:`UNAVAILABLE`)."""
     detail = {"task": COSTS_TASK.parent.name}
     store.set_device_probe(hw.key, WORK_GROUP_PROBE, costs.work_group_s if costs else UNAVAILABLE, detail)
     store.set_device_probe(hw.key, SCATTER_PROBE, costs.scattered_store_s if costs else UNAVAILABLE, detail)
+    store.set_device_probe(hw.key, SIMD_PROBE, costs.simd_lanes if costs else UNAVAILABLE,
+                           {"task": SIMD_TASK.parent.name})
 
 
 def stored_bandwidth(store: "Store", hw: HardwareSpec) -> tuple[Bandwidth, bool] | None:
@@ -148,16 +181,17 @@ def stored_bandwidth(store: "Store", hw: HardwareSpec) -> tuple[Bandwidth, bool]
     stored = store.device_probe(hw.key, PROBE)
     if not stored:
         return None
-    group, scatter = store.device_probe(hw.key, WORK_GROUP_PROBE), store.device_probe(hw.key, SCATTER_PROBE)
-    if group is None or scatter is None:
+    group, scatter, lanes = (store.device_probe(hw.key, key) for key in (WORK_GROUP_PROBE, SCATTER_PROBE, SIMD_PROBE))
+    if group is None or scatter is None or lanes is None:  # lanes: a store from before the SIMD probe
         return Bandwidth(stored, "probe"), False
-    costs = LaunchCosts(group, scatter) if min(group, scatter) >= 0 else None
+    costs = CpuCosts(group, scatter, int(lanes)) if min(group, scatter) >= 0 else None
     return Bandwidth(stored, "probe", costs), True
 
 
 def device_bandwidth(store: "Store | None", hw: HardwareSpec | None, worker: Measures | None = None) -> Bandwidth:
     """The stored probes for this device; else probe now (when a worker is given) and store them; else a guess.
-    A store that has the triad from before the launch-cost probe existed gets the launch costs probed now."""
+    A store that has the triad from before the launch-cost or SIMD probe existed gets the CPU's costs probed
+    now."""
     if hw is None:
         return guessed_bandwidth(None)
     stored = stored_bandwidth(store, hw) if store is not None else None
@@ -175,6 +209,6 @@ def device_bandwidth(store: "Store | None", hw: HardwareSpec | None, worker: Mea
     return probed
 
 
-__all__ = ["Bandwidth", "LaunchCosts", "PROBE", "SCATTER_PROBE", "UNAVAILABLE", "WORK_GROUP_PROBE", "bandwidth_from",
-           "device_bandwidth", "guessed_bandwidth", "run_cost_probe", "run_probe", "store_costs", "store_probes",
-           "stored_bandwidth"]
+__all__ = ["Bandwidth", "CpuCosts", "PROBE", "SCATTER_PROBE", "SIMD_PROBE", "UNAVAILABLE", "WORK_GROUP_PROBE",
+           "bandwidth_from", "device_bandwidth", "guessed_bandwidth", "run_cost_probe", "run_probe", "run_simd_probe",
+           "store_costs", "store_probes", "stored_bandwidth"]

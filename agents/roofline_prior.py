@@ -3,7 +3,8 @@
 For each kernel the static estimate (:mod:`kernelcast.agents.work_estimate`)
 gives flops and bytes; the device gives its peak compute (compute units x
 clock x SIMD lanes x 2 for FMA) and its streaming bandwidth (measured once per
-device by the triad probe, :mod:`kernelcast.agents.device_probe`). A kernel's
+device by the triad probe, :mod:`kernelcast.agents.device_probe`; a CPU's lanes
+are those its arithmetic fills, probed too). A kernel's
 time is the largest of its compute, DRAM and cache times, softened by the
 others, plus the overheads the launch geometry implies (work-groups, barriers,
 work-items on a CPU) and, on a CPU, the stores that vector code scatters. A
@@ -60,7 +61,9 @@ class DeviceModel:
     cache_bytes: float
     llc_bytes: float  # a working set this small stays warm between launches (the harness keeps it so)
     llc_bandwidth: float  # ... and streams at this rate instead of the DRAM triad's
-    lanes: int  # SIMD lanes a compute unit fills (vectorization across work-items on a CPU)
+    lanes: int  # the instruction set's float lanes (a CPU runtime vectorizes across this many work-items)
+    simd_lanes: int  # float lanes the arithmetic fills per cycle (probed on a CPU; fewer where the hardware splits
+    # wide instructions: Zen 4 runs AVX-512 as two 256-bit halves)
     compute_units: int
     cpu: bool
     probed: bool
@@ -81,12 +84,13 @@ class DeviceModel:
         lanes = max(1, (hw.native_vector_width_float or hw.preferred_vector_width_float) if hw else 4) if cpu else 64
         if cpu:
             lanes = max(lanes, 4)
+        costs = bw.costs
+        simd_lanes = min(costs.simd_lanes, lanes) if cpu and costs and costs.simd_lanes > 0 else lanes
         cache = float(hw.global_cache_bytes if hw and hw.global_cache_bytes else 8 * 2**20)
         llc = float(max(hw.last_level_cache_bytes, int(cache)) if hw else cache)
-        costs = bw.costs
-        return cls(peak_flops=units * clock * lanes * 2.0, bandwidth=bw.bytes_per_s,
+        return cls(peak_flops=units * clock * simd_lanes * 2.0, bandwidth=bw.bytes_per_s,
                    cache_bandwidth=bw.bytes_per_s * (6.0 if cpu else 3.0), cache_bytes=cache, llc_bytes=llc,
-                   llc_bandwidth=bw.bytes_per_s * (LLC_SPEEDUP if cpu else 1.0), lanes=lanes,
+                   llc_bandwidth=bw.bytes_per_s * (LLC_SPEEDUP if cpu else 1.0), lanes=lanes, simd_lanes=simd_lanes,
                    compute_units=units, cpu=cpu, probed=bw.probed, launch_s=5e-6 if cpu else 3e-6,
                    work_group_s=(costs.work_group_s if costs else CPU_WORK_GROUP_S) if cpu else 5e-9,
                    barrier_s=3e-7 if cpu else 2e-8, work_item_s=CPU_WORK_ITEM_S if cpu else 0.0,
@@ -105,7 +109,7 @@ def predicted_time(work: KernelWork, compulsory: float, dev: DeviceModel) -> Tim
     """Seconds one launch takes under the model (see the module docstring)."""
     simd = cpu_simd_share(work, dev) if dev.cpu else 1.0
     occupancy = min(1.0, work.work_items * max(work.vector_width, 1) / (dev.compute_units * dev.lanes * 4.0))
-    rate = dev.peak_flops * max(simd, 1.0 / dev.lanes) * max(occupancy, 1e-3)
+    rate = dev.peak_flops * max(simd, 1.0 / dev.simd_lanes) * max(occupancy, 1e-3)
     compute = (work.flops + 8.0 * work.special_ops) / rate
     footprint = max(compulsory, 1.0)
     spill = 0.0 if footprint <= dev.cache_bytes / 2 else 0.25
@@ -138,8 +142,10 @@ def cpu_simd_share(work: KernelWork, dev: DeviceModel) -> float:
     on Intel's runtime (AMD EPYC, 16 lanes, softmax template, 2026-12-04): scalar code in 16-wide work-groups
     ran 6.7x the reference, the same code in 1- or 4-wide work-groups 0.8-0.9x; float2, float4 and float8
     code about 1.6x, 3.4x and 6x whatever the work-group; the reference, whose work-items each walk their
-    own row, no faster than scalar code."""
-    return 1.0 if cpu_vectorizes_across(work, dev) else min(1.0, max(work.vector_width, 1) / dev.lanes)
+    own row, no faster than scalar code. So float8 filled what 16-wide vectors fill: the share counts the lanes
+    the arithmetic fills (``simd_lanes``, probed: 8 there, where the instruction set has 16), not the
+    instruction set's."""
+    return 1.0 if cpu_vectorizes_across(work, dev) else min(1.0, max(work.vector_width, 1) / dev.simd_lanes)
 
 
 def cpu_vectorizes_across(work: KernelWork, dev: DeviceModel) -> bool:

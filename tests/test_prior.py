@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from kernelcast.agents.blended_forecaster import BlendedForecaster
-from kernelcast.agents.device_probe import (PROBE, SCATTER_PROBE, WORK_GROUP_PROBE, Bandwidth, LaunchCosts,
-                                            device_bandwidth, guessed_bandwidth)
+from kernelcast.agents.device_probe import (PROBE, SCATTER_PROBE, SIMD_PROBE, WORK_GROUP_PROBE, Bandwidth, CpuCosts,
+                                            device_bandwidth, guessed_bandwidth, run_simd_probe)
 from kernelcast.agents.roofline_prior import (DeviceModel, RooflinePrior, cpu_simd_share, cpu_vectorizes_across,
                                               predicted_time)
 from kernelcast.agents.work_estimate import compulsory_bytes, estimate
@@ -121,21 +121,67 @@ class CountingWorker:
         return self.worker.hardware_spec()
 
 
-def test_a_store_with_the_triad_alone_gets_the_launch_costs_probed_once(tmp_path: Path,
-                                                                        worker: MeasurementWorker) -> None:
-    # stores from before the launch-cost probe hold the triad only: it is kept, the costs are tried once (and
-    # remembered when the device has none to give, so no later run measures again)
+def _probe_measurements(store: Store, hw: HardwareSpec) -> int:
+    """Measurements the CPU probes take: two for the launch costs, then the SIMD probe's first (the runtime's own
+    vectors) and, where that one vectorized, its float4 and float8 (no SIMD reading: either)."""
+    if hw.device_type != "CPU":
+        return 0
+    return 5 if (store.device_probe(hw.key, SIMD_PROBE) or 0) > 0 else 3
+
+
+@pytest.mark.parametrize("held", [(PROBE,), (PROBE, WORK_GROUP_PROBE, SCATTER_PROBE)],
+                         ids=["triad alone", "triad and launch costs, no SIMD width"])
+def test_a_store_from_before_gets_the_cpu_costs_probed_once(tmp_path: Path, worker: MeasurementWorker,
+                                                            held: tuple[str, ...]) -> None:
+    # stores from before the launch-cost (or the SIMD) probe hold part of the probes: the triad is kept, the CPU's
+    # costs are tried once (and remembered when the device has none to give, so no later run measures again)
     store = Store(tmp_path / "k.db")
     hw = worker.hardware_spec()
-    store.set_device_probe(hw.key, PROBE, 12.5e9, {"task": "saxpy"})  # as a store from before: the triad alone
+    old = {PROBE: 12.5e9, WORK_GROUP_PROBE: 1e-7, SCATTER_PROBE: 1e-9}
+    for key in held:  # as a store from before
+        store.set_device_probe(hw.key, key, old[key], {"task": "saxpy"})
     assert device_bandwidth(store, hw).costs is None  # no worker: the triad alone, the model's defaults
     counting = CountingWorker(worker)
     probed = device_bandwidth(store, hw, counting)
-    assert probed.bytes_per_s == 12.5e9 and counting.measured == (2 if hw.device_type == "CPU" else 0)
+    assert probed.bytes_per_s == 12.5e9 and counting.measured == _probe_measurements(store, hw)
     assert store.device_probe(hw.key, WORK_GROUP_PROBE) is not None  # measured, or marked unavailable
+    assert store.device_probe(hw.key, SIMD_PROBE) is not None
     again = device_bandwidth(store, hw, counting)
-    assert counting.measured == (2 if hw.device_type == "CPU" else 0)  # not asked again
+    assert counting.measured == _probe_measurements(store, hw)  # not asked again
     assert (again.costs is None) == (probed.costs is None)
+    if again.costs is not None:
+        assert again.costs.simd_lanes == probed.costs.simd_lanes
+
+
+def test_the_simd_probe_reads_lanes_the_instruction_set_allows(worker: MeasurementWorker) -> None:
+    # the reading is 0 (no reading) or the narrowest explicit vector as fast as the runtime's own vectors; it
+    # never exceeds the instruction set's width (a device reporting 4 lanes cannot fill 8)
+    hw = worker.hardware_spec()
+    if hw.device_type != "CPU":
+        pytest.skip(f"the SIMD probe is for CPUs; the first OpenCL device here is a {hw.device_type}")
+    lanes = run_simd_probe(worker)
+    assert lanes in (0, 4, 8)
+    assert lanes <= max(4, hw.native_vector_width_float or hw.preferred_vector_width_float)
+
+
+def test_float8_fills_a_cpu_whose_arithmetic_is_eight_lanes_wide() -> None:
+    # Intel's runtime on an AMD EPYC (Zen 4): the instruction set has 16 float lanes, but softmax's float8 points
+    # in one-item work-groups ran as fast as its scalar points in 16-wide work-groups (the runtime's own 16-wide
+    # vectors), 7.5x against 7.2x, because 512-bit instructions run as two 256-bit halves
+    task = resolve_task("softmax")
+    sizes = task.sizes("small")
+    comp = compulsory_bytes(task, sizes)
+    explicit = estimate(task, task.instantiate({"WG": 1, "ROWS": 8, "VEC": 8, "ONLINE": 0}), sizes)
+    across = estimate(task, task.instantiate({"WG": 16, "ROWS": 8, "VEC": 1, "ONLINE": 0}), sizes)
+    isa = DeviceModel.of(_cpu(lanes=16), Bandwidth(50e9, "probe", CpuCosts(5e-8, 4e-9)))
+    probed = DeviceModel.of(_cpu(lanes=16), Bandwidth(50e9, "probe", CpuCosts(5e-8, 4e-9, simd_lanes=8)))
+    assert (isa.lanes, isa.simd_lanes, probed.lanes, probed.simd_lanes) == (16, 16, 16, 8)
+    assert cpu_simd_share(explicit, isa) == 0.5 and cpu_simd_share(explicit, probed) == 1.0
+    assert cpu_vectorizes_across(across, probed)  # the runtime still vectorizes 16 work-items at a time
+    assert predicted_time(explicit, comp, isa).seconds > predicted_time(across, comp, isa).seconds
+    assert predicted_time(explicit, comp, probed).seconds <= predicted_time(across, comp, probed).seconds
+    narrow = DeviceModel.of(_cpu(lanes=4), Bandwidth(50e9, "probe", CpuCosts(5e-8, 4e-9, simd_lanes=8)))
+    assert narrow.simd_lanes == 4  # a reading above the instruction set's width is capped
 
 
 def test_prior_forecasts_are_informative_with_zero_data(tmp_path: Path, worker: MeasurementWorker) -> None:
@@ -255,12 +301,12 @@ def test_scattered_stores_slow_a_cpu_only_where_it_vectorizes_across_work_items(
     comp = compulsory_bytes(task, sizes)
     wide = estimate(task, task.instantiate({"TILE": 16, "RPT": 4, "LOCAL": 0, "PAD": 0}), sizes)
     narrow = estimate(task, task.instantiate({"TILE": 8, "RPT": 4, "LOCAL": 0, "PAD": 0}), sizes)
-    probed = Bandwidth(50e9, "probe", LaunchCosts(work_group_s=5e-8, scattered_store_s=4e-9))
+    probed = Bandwidth(50e9, "probe", CpuCosts(work_group_s=5e-8, scattered_store_s=4e-9))
     dev = DeviceModel.of(_cpu(lanes=16), probed)
     assert cpu_vectorizes_across(wide, dev) and not cpu_vectorizes_across(narrow, dev)
     assert predicted_time(wide, comp, dev).seconds > 2 * predicted_time(narrow, comp, dev).seconds
     assert predicted_time(wide, comp, dev).bound == "scatter"
-    free = DeviceModel.of(_cpu(lanes=16), Bandwidth(50e9, "probe", LaunchCosts(5e-8, 0.0)))
+    free = DeviceModel.of(_cpu(lanes=16), Bandwidth(50e9, "probe", CpuCosts(5e-8, 0.0)))
     assert predicted_time(wide, comp, free).seconds < predicted_time(narrow, comp, free).seconds
     gpu = DeviceModel.of(HardwareSpec(backend="opencl", name="gpu", device_type="GPU", compute_units=80), probed)
     assert gpu.scattered_store_s == 0  # a GPU's uncoalesced accesses are the cache term's
