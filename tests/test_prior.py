@@ -168,11 +168,8 @@ def test_float8_fills_a_cpu_whose_arithmetic_is_eight_lanes_wide() -> None:
     # Intel's runtime on an AMD EPYC (Zen 4): the instruction set has 16 float lanes, but softmax's float8 points
     # in one-item work-groups ran as fast as its scalar points in 16-wide work-groups (the runtime's own 16-wide
     # vectors), 7.5x against 7.2x, because 512-bit instructions run as two 256-bit halves
-    task = resolve_task("softmax")
-    sizes = task.sizes("small")
-    comp = compulsory_bytes(task, sizes)
-    explicit = estimate(task, task.instantiate({"WG": 1, "ROWS": 8, "VEC": 8, "ONLINE": 0}), sizes)
-    across = estimate(task, task.instantiate({"WG": 16, "ROWS": 8, "VEC": 1, "ONLINE": 0}), sizes)
+    comp, explicit, across = _points("softmax", "small", {"WG": 1, "ROWS": 8, "VEC": 8, "ONLINE": 0},
+                                     {"WG": 16, "ROWS": 8, "VEC": 1, "ONLINE": 0})
     isa = DeviceModel.of(_cpu(lanes=16), Bandwidth(50e9, "probe", CpuCosts(5e-8, 4e-9)))
     probed = DeviceModel.of(_cpu(lanes=16), Bandwidth(50e9, "probe", CpuCosts(5e-8, 4e-9, simd_lanes=8)))
     assert (isa.lanes, isa.simd_lanes, probed.lanes, probed.simd_lanes) == (16, 16, 16, 8)
@@ -205,6 +202,13 @@ def test_a_kernel_the_estimator_cannot_read_gets_a_wider_spread() -> None:
         "int i = get_global_id(0);", "int i = get_global_id(0);\n    while (i < 0) i++;")})
     mu, sd = RooflinePrior().log_speedups(task, [task.reference(), odd], None)
     assert sd[1] > sd[0]
+
+
+def _points(name: str, sizes: str, *points: dict[str, int]) -> tuple:
+    """A built-in's compulsory bytes at those sizes, then the work estimate of each template point."""
+    task = resolve_task(name)
+    values = task.sizes(sizes)
+    return (compulsory_bytes(task, values), *(estimate(task, task.instantiate(p), values) for p in points))
 
 
 def _cpu(lanes: int = 16, llc: int = 0) -> HardwareSpec:
@@ -296,11 +300,8 @@ def test_an_index_variable_carries_its_stride_and_dimension_one_is_no_stride() -
 def test_scattered_stores_slow_a_cpu_only_where_it_vectorizes_across_work_items() -> None:
     # measured on Intel's CPU runtime: the tiled transpose without local memory in 16-wide work-groups (vector
     # code, scattered stores) ran 1.1x the reference, in 8-wide ones (scalar code) 4-5x
-    task = resolve_task("transpose")
-    sizes = task.sizes("full")
-    comp = compulsory_bytes(task, sizes)
-    wide = estimate(task, task.instantiate({"TILE": 16, "RPT": 4, "LOCAL": 0, "PAD": 0}), sizes)
-    narrow = estimate(task, task.instantiate({"TILE": 8, "RPT": 4, "LOCAL": 0, "PAD": 0}), sizes)
+    comp, wide, narrow = _points("transpose", "full", {"TILE": 16, "RPT": 4, "LOCAL": 0, "PAD": 0},
+                                 {"TILE": 8, "RPT": 4, "LOCAL": 0, "PAD": 0})
     probed = Bandwidth(50e9, "probe", CpuCosts(work_group_s=5e-8, scattered_store_s=4e-9))
     dev = DeviceModel.of(_cpu(lanes=16), probed)
     assert cpu_vectorizes_across(wide, dev) and not cpu_vectorizes_across(narrow, dev)
