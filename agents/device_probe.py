@@ -13,8 +13,9 @@ A third (``data/probes/simd_width``: chains of multiply-adds as the runtime's ow
 vectors across work-items and as explicit float4 and float8) gives how many
 float lanes a compute unit's arithmetic fills, which the instruction set does
 not say: an AMD EPYC (Zen 4) reports 16 (AVX-512) but runs float8 code as fast
-as 16-wide vectors. The costs vary widely between CPU runtimes (a guessed 0.4 us per work-group against
-55 ns measured on an AMD EPYC with Intel's runtime, where PoCL read about 0),
+as 16-wide vectors. The costs vary widely between CPU runtimes (a guessed 0.4 us
+per work-group against 55 ns measured on an AMD EPYC with Intel's runtime, where
+PoCL read about 0),
 and they decide the ranking of tiled kernels on a CPU (a GPU's are not probed:
 the prior does not use them there). The results are stored per device key
 (``Store.set_device_probe``), so every later run reuses them.
@@ -145,16 +146,16 @@ def run_simd_probe(worker: Measures) -> int:
     float8 falls short (its lanes are wider: the instruction set's width stands)."""
     try:
         task = resolve_task(SIMD_TASK)
-        across, *explicit = (task.instantiate(p) for p in ({"VEC": 1, "WG": 16}, {"VEC": 4, "WG": 1},
-                                                             {"VEC": 8, "WG": 1}))
+        points = {vec: task.instantiate({"VEC": vec, "WG": 16 if vec == 1 else 1}) for vec in (1, 4, 8)}
     except TaskError:
         return 0
-    rate = worker.measure(task, across, PROBE_CONFIG).speedup  # against the same scalar code, unvectorized
+    rate = worker.measure(task, points[1], PROBE_CONFIG).speedup  # against the same scalar code, unvectorized
     if not rate or rate < VECTORIZED:
         return 0
-    rates = {4: worker.measure(task, explicit[0], PROBE_CONFIG).speedup,
-             8: worker.measure(task, explicit[1], PROBE_CONFIG).speedup}
-    return next((lanes for lanes, r in rates.items() if r and r >= SIMD_MATCH * rate), 0)
+    for lanes in (4, 8):  # narrowest first: a match ends the probe
+        if (worker.measure(task, points[lanes], PROBE_CONFIG).speedup or 0.0) >= SIMD_MATCH * rate:
+            return lanes
+    return 0
 
 
 UNAVAILABLE = -1.0  # stored in place of launch costs the device cannot give, so no run asks again
