@@ -99,7 +99,8 @@ class Space:
     name: str
     task_ref: str
     speedups: dict[str, float | None]  # candidate hash -> speedup over the reference
-    points: dict[str, dict[str, Any]]  # candidate hash -> template point
+    points: dict[str, dict[str, Any]]  # candidate hash -> one template point of that kernel (the last one seen)
+    identities: dict[tuple[tuple[str, Any], ...], str] = field(default_factory=dict)  # every point -> its hash
 
     @property
     def optimum(self) -> float:
@@ -124,8 +125,31 @@ class Space:
         return next(v for i, v in enumerate(scores) if math.comb(i + 1, budget) / total >= 0.5)
 
     def hash_of(self, point: dict[str, Any]) -> str | None:
-        wanted = sorted(point.items())
-        return next((h for h, p in self.points.items() if sorted(p.items()) == wanted), None)
+        """The identity (candidate hash) of any template point, through the map of every point: points whose
+        kernels preprocess to the same code share one identity, and ``points`` keeps one parameter set per
+        identity, so matching against it gave None for the others (Kernel Tuner's random_sample scored 0 % on a
+        GEMM whose best point it had found: issue 46)."""
+        found = self.identities.get(point_key(point))
+        if found is not None:
+            return found
+        wanted = point_key(point)  # a space built without the map: the point kept for its identity, if it is that
+        return next((h for h, p in self.points.items() if point_key(p) == wanted), None)
+
+
+def point_key(point: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """A template point as a hashable key; numpy scalars (Kernel Tuner's results) read as the Python values."""
+    return tuple(sorted((str(k), v.item() if isinstance(v, np.generic) else v) for k, v in point.items()))
+
+
+def space_identities(task: Task) -> tuple[dict[tuple[tuple[str, Any], ...], str], dict[str, dict[str, Any]]]:
+    """Every valid template point of ``task`` mapped to its candidate hash, and one point per hash (the last)."""
+    identities: dict[tuple[tuple[str, Any], ...], str] = {}
+    points: dict[str, dict[str, Any]] = {}
+    for point in task.param_space():
+        key = task.instantiate(point).hash
+        identities[point_key(point)] = key
+        points[key] = point  # points that preprocess to the same code are one candidate
+    return identities, points
 
 
 @dataclass
@@ -171,13 +195,12 @@ def brute_force(task: Task, worker: MeasurementWorker, store: Store, sizes: str,
     store.upsert_device(worker.hardware_spec())
     config = MeasureConfig(sizes=sizes)
     have = brute_rows(task, store, device, sizes)
-    points: dict[str, dict[str, Any]] = {}
+    identities, points = space_identities(task)
     space = task.param_space()
     start, bought = time.perf_counter(), 0
     for i, point in enumerate(space):
-        candidate = task.instantiate(point)
-        points[candidate.hash] = point  # points that preprocess to the same code are one candidate
-        if candidate.hash not in have:
+        if identities[point_key(point)] not in have:
+            candidate = task.instantiate(point)
             store.add_candidate(candidate)
             m = worker.measure(task, candidate, config)
             store.add_measurement(m)  # no run id: a bench store of its own, never a run's
@@ -212,7 +235,7 @@ def brute_force(task: Task, worker: MeasurementWorker, store: Store, sizes: str,
     log(f"  {task.name}: {len(space)} points ({len(points)} distinct kernels), {bought} measured now (+{refined} "
         f"repeats of the best), {failed} "
         f"failed; optimum {best:.2f}x the reference (median of 3){noise}")
-    return Space(task.name, str(task.path), speedups, points)
+    return Space(task.name, str(task.path), speedups, points, identities)
 
 
 def brute_rows(task: Task, store: Store, device: str | None, sizes: str) -> dict[str, list[Measurement]]:
