@@ -3,8 +3,10 @@
 A task is a TOML file beside a kernel source. It fixes the reference kernel
 (the correctness oracle), its ordered arguments, named problem sizes (with a
 small set for tests), launch geometry as expressions of those sizes,
-tolerances, and optionally a tunable template whose parameters are substituted
-into a second source as ``#define`` lines (as Kernel Tuner does).
+tolerances, and optionally a tunable template whose parameters are prepended
+as ``#define`` lines to a second source or to the kernel itself, as it is (as
+Kernel Tuner does). ``docs/task-format.md`` lists every field
+(``python -m kernelcast.task_docs`` writes it from these models).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, Validati
 
 from kernelcast.tools.expr import ExpressionError, evaluate, evaluate_int, names_in
 from kernelcast.tools.kernel_signature import KernelParam, KernelSignatureError, kernel_params
-from kernelcast.tools.preprocess import MAX_SOURCE_BYTES, confinement_problem
+from kernelcast.tools.preprocess import MAX_SOURCE_BYTES, blank_comments_and_literals, confinement_problem
 
 if TYPE_CHECKING:
     from kernelcast.tools.candidate import Candidate
@@ -104,11 +106,15 @@ class Tolerance(_Strict):
 
 
 class Template(_Strict):
-    """A tunable version of the kernel: parameters become ``#define`` lines."""
+    """A tunable version of the kernel: parameters become ``#define`` lines prepended to ``source``.
 
-    source: str
+    ``source`` omitted: the task's own source, tuned as it is (Kernel Tuner's ``tune_params``): each parameter
+    it defines itself must be guarded (``#ifndef BS`` / ``#define BS 4`` / ``#endif``) so the tuned value wins.
+    ``launch`` omitted: the task's own launch geometry."""
+
+    source: str | None = None
     params: dict[str, list[int | float | str]]
-    launch: Launch
+    launch: Launch | None = None
     constraints: list[str] = Field(default_factory=list)
     default: dict[str, int | float | str] | None = None
 
@@ -200,7 +206,8 @@ class TaskSpec(_Strict):
             _check_names(e, known, "launch")
         if self.template is not None:
             tknown = known | set(self.template.params)
-            for e in [*self.template.launch.global_size, *(self.template.launch.local_size or [])]:
+            tlaunch = self.template.launch or self.launch
+            for e in [*tlaunch.global_size, *(tlaunch.local_size or [])]:
                 _check_names(e, tknown, "template.launch")
             for c in self.template.constraints:
                 _check_names(c, tknown, "template.constraints")
@@ -315,6 +322,12 @@ class Task:
         )
 
     # ---- tunable template -------------------------------------------------
+    @property
+    def template_launch(self) -> Launch:
+        """The template's launch geometry: its own ``[template.launch]``, else the task's ``[launch]``."""
+        tmpl = self.spec.template
+        return tmpl.launch if tmpl is not None and tmpl.launch is not None else self.spec.launch
+
     def iter_space(self, limit: int = MAX_SPACE_COMBINATIONS) -> Iterator[dict[str, Any]]:
         """Valid template points, lazily, in declaration order, among the first ``limit`` combinations."""
         if self.spec.template is None:
@@ -358,7 +371,7 @@ class Task:
             try:
                 if not all(evaluate(c, names) for c in tmpl.constraints):
                     return False
-                glob, loc = tmpl.launch.dims(names)
+                glob, loc = self.template_launch.dims(names)
             except (ExpressionError, ZeroDivisionError):
                 return False
             if loc and any(size <= 0 or g % size for g, size in zip(glob, loc, strict=True)):
@@ -378,11 +391,12 @@ class Task:
         if not self.is_valid_point(params):
             raise TaskError(f"task {self.name!r}: {params} is not a valid template point")
         defines = "".join(f"#define {k} {v}\n" for k, v in sorted(params.items()))
+        launch = self.template_launch
         return Candidate(
             task=self.name,
             source=defines + self.template_source,
-            global_size=[_substitute(e, params) for e in tmpl.launch.global_size],
-            local_size=[_substitute(e, params) for e in tmpl.launch.local_size] if tmpl.launch.local_size else None,
+            global_size=[_substitute(e, params) for e in launch.global_size],
+            local_size=[_substitute(e, params) for e in launch.local_size] if launch.local_size else None,
             params=dict(params),
             intent=intent or "template point " + ", ".join(f"{k}={v}" for k, v in sorted(params.items())),
             parent=parent,
@@ -449,7 +463,10 @@ def load_task(path: str | Path) -> Task:
         )
         raise TaskError(f"{path}: {problems}") from None
     source = _read_source(path, spec.source, "source")
-    template_source = _read_source(path, spec.template.source, "template.source") if spec.template else None
+    template_source = None
+    if spec.template is not None:  # no template source: the task's own kernel, tuned as it is
+        template_source = (source if spec.template.source is None
+                           else _read_source(path, spec.template.source, "template.source"))
     task = Task(spec, path, source, template_source)
     _check_expressions(task)
     reference = _check_arguments(task)
@@ -539,7 +556,7 @@ def _check_expressions(task: Task) -> None:
             names = {**sizes, **{k: v for k, v in point.items() if isinstance(v, (int, float))}}
             for i, c in enumerate(tmpl.constraints):
                 check(f"template.constraints[{i}]", c, names, False)
-            _check_launch(where, "template.launch", tmpl.launch, names, label, divisible=False)
+            _check_launch(where, "template.launch", task.template_launch, names, label, divisible=False)
 
 
 def _first_point(task: Task) -> dict[str, Any]:
@@ -629,9 +646,15 @@ def _check_arguments(task: Task) -> list[KernelParam]:
 
 
 def _check_template(task: Task, reference: list[KernelParam]) -> None:
-    """The template's default point is valid, and its kernel takes the reference's arguments."""
+    """The template's default point is valid, its source lets every parameter's ``#define`` through, and its
+    kernel takes the reference's arguments."""
     tmpl, where = task.spec.template, task.path
     assert tmpl is not None
+    shown = tmpl.source or task.spec.source
+    for name, directive in _overriding_directives(task.template_source or "", set(tmpl.params)).items():
+        raise TaskError(f"{where}: field 'template.params.{name}': {shown} has '{directive}' outside an "
+                        f"'#ifndef {name}' block, so a tuned value of {name} never reaches the kernel; guard it: "
+                        f"#ifndef {name} / #define {name} ... / #endif")
     if tmpl.default is not None:
         if not task.is_valid_point(dict(tmpl.default)):
             raise TaskError(f"{where}: field 'template.default': {tmpl.default} violates the template's "
@@ -649,6 +672,38 @@ def _check_template(task: Task, reference: list[KernelParam]) -> None:
     if [p.abi() for p in params] != [p.abi() for p in reference]:
         raise TaskError(f"{where}: field 'template.source': at {point} kernel {task.spec.entry!r} takes "
                         f"{[p.abi() for p in params]}; the reference takes {[p.abi() for p in reference]}")
+
+
+_CONDITIONAL = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif|define|undef)\b[ \t]*(.*)$",
+                          re.M)
+_NOT_DEFINED = re.compile(r"^(?:([A-Za-z_]\w*)|!\s*defined\s*\(?\s*([A-Za-z_]\w*)\s*\)?)\s*$")
+
+
+def _overriding_directives(source: str, names: set[str]) -> dict[str, str]:
+    """Parameters the source ``#define``s or ``#undef``s outside an ``#ifndef NAME`` (or ``#if !defined(NAME)``)
+    block of their own, each with the first such directive: there the source's own value would replace the
+    prepended one, and every template point would be the same kernel."""
+    found: dict[str, str] = {}
+    guards: list[str | None] = []  # per open conditional: the name it leaves undefined-only, if any
+    for match in _CONDITIONAL.finditer(blank_comments_and_literals(source)):
+        word, rest = match.group(1), match.group(2).strip()
+        if word in ("if", "ifndef"):
+            m = _NOT_DEFINED.match(rest)
+            guard = m and (m.group(1) if word == "ifndef" else m.group(2))
+            guards.append(guard or None)
+        elif word == "ifdef":
+            guards.append(None)
+        elif word in ("elif", "elifdef", "elifndef", "else"):
+            if guards:
+                guards[-1] = None
+        elif word == "endif":
+            if guards:
+                guards.pop()
+        else:
+            name = rest.split("(", 1)[0].split()[0] if rest else ""
+            if name in names and name not in guards and name not in found:
+                found[name] = f"#{word} {rest}".strip()[:60]
+    return found
 
 
 BUILTIN_DIR = Path(__file__).parent / "builtin_tasks"
