@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from kernelcast.commands import chat, dataset, forecast, mcp, measure, optimize, propose, report, tasks
+from kernelcast.commands import chat, dataset, forecast, init, mcp, measure, optimize, propose, report, tasks
 from kernelcast.logs import configure_logging
 from kernelcast.settings import get_settings
 
@@ -23,6 +23,7 @@ app.registered_commands += forecast.app.registered_commands
 app.registered_commands += chat.app.registered_commands
 app.registered_commands += mcp.app.registered_commands
 app.registered_commands += report.app.registered_commands
+app.registered_commands += init.app.registered_commands
 
 
 @app.callback()

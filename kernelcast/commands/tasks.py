@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import typer
+from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from kernelcast.console import console, fail
-from kernelcast.tools.task import BufferArg, LocalArg, TaskError, builtin_task_paths, load_task, resolve_task
+from kernelcast.console import EXIT_USAGE, console, err_console, fail
+from kernelcast.task_init import missing
+from kernelcast.tools.task import (MAX_TASK_FILE_BYTES, BufferArg, LocalArg, TaskError, builtin_task_paths, load_task,
+                                   resolve_task)
 
 app = typer.Typer(help="List built-in tasks or show one task.", invoke_without_command=True)
 
@@ -35,7 +41,9 @@ def list_tasks(ctx: typer.Context) -> None:
 
 @app.command("show")
 def show(name: str = typer.Argument(..., help="built-in task name or path to a task.toml")) -> None:
-    """Print one task: arguments, sizes, geometry, tolerances, template and reference source."""
+    """Print one task: arguments, sizes, geometry, tolerances, template and reference source. A task file with
+    TODOs left (from `kernelcast init`) lists each with what to write there."""
+    _explain_todos(name)
     try:
         task = resolve_task(name)
     except TaskError as exc:
@@ -58,9 +66,33 @@ def show(name: str = typer.Argument(..., help="built-in task name or path to a t
     console.print(f"launch: global {spec.launch.global_size} local {spec.launch.local_size or 'runtime-chosen'}")
     console.print(f"tolerance: rtol {spec.tolerance.rtol} atol {spec.tolerance.atol}")
     if spec.template:
-        console.print(f"template: {spec.template.source}, {task.space_count().text()}")
+        own = spec.template.source is None
+        console.print(f"template: {'the task source itself, tuned as it is' if own else spec.template.source}, "
+                      f"{task.space_count().text()}")
         for key, values in spec.template.params.items():
             console.print(f"  {key}: {values}")
         for c in spec.template.constraints:
             console.print(f"  constraint: {c}")
     console.print(Syntax(task.source, "c", line_numbers=True))
+
+
+def _explain_todos(name: str) -> None:
+    """Exit (code 2) with the TODOs a task file still holds and why each is needed; return when there are none
+    or the file cannot be read as TOML (loading it reports that)."""
+    path = Path(name)
+    if path.is_dir():
+        path = path / "task.toml"
+    if path.suffix != ".toml" or not path.is_file() or path.stat().st_size > MAX_TASK_FILE_BYTES:
+        return
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return
+    todos = missing(raw)
+    if not todos:
+        return
+    err_console.print(f"[bold red]error:[/] {escape(str(path))} is not complete: {len(todos)} field(s) still to "
+                      "fill in", highlight=False)
+    for field, reason in todos:
+        err_console.print(f"  {escape(field)}: {escape(reason)}", highlight=False)
+    raise typer.Exit(EXIT_USAGE)
