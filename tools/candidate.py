@@ -29,6 +29,11 @@ _BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _LINE_COMMENT = re.compile(r"//[^\n]*")
 _WS = re.compile(r"\s+")
 _PUNCT_WS = re.compile(r"\s*([{}()\[\];,=+\-*/<>&|!?:%^~])\s*")
+_PUNCT = frozenset("{}()[];,=+-*/<>&|!?:%^~")
+# two characters that read as one token when nothing separates them: the space between them is kept, so
+# ``j - --k`` and ``j-- - k`` stay two kernels
+_MERGING = frozenset({"--", "++", "&&", "||", "<<", ">>", "->", "==", "!=", "<=", ">=", "+=", "-=", "*=", "/=",
+                      "%=", "&=", "|=", "^=", "/*", "*/", "//", "::", "##"})
 
 
 def normalize_source(source: str) -> str:
@@ -49,8 +54,20 @@ def normalize_source(source: str) -> str:
         if chunk.startswith("#"):
             parts.append(chunk)
         elif chunk:
-            parts.append(_PUNCT_WS.sub(r"\1", chunk))
+            parts.append(_drop_spaces_around_punctuation(chunk))
     return "\n".join(parts)
+
+
+def _drop_spaces_around_punctuation(chunk: str) -> str:
+    """``chunk`` (one space between words) without the spaces next to punctuation, except where the characters
+    on both sides would then read as one token (``a - -b`` is not ``a--b``)."""
+    def space(match: re.Match[str]) -> str:
+        left, right = chunk[match.start() - 1:match.start()], chunk[match.end():match.end() + 1]
+        if (left in _PUNCT or right in _PUNCT) and left + right not in _MERGING:
+            return ""
+        return " "
+
+    return _WS.sub(space, chunk)
 
 
 @lru_cache(maxsize=65536)

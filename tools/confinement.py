@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from kernelcast.tools.candidate import Candidate, SignatureError, check_signature
 from kernelcast.tools.preprocess import MAX_SOURCE_BYTES, confinement_problem
+from kernelcast.tools.program_state import mutable_state_problem
 
 if TYPE_CHECKING:
     from kernelcast.tools.task import Task
@@ -93,7 +94,8 @@ def check_candidate(task: "Task", candidate: Candidate) -> None:
     """Raise :class:`ConfinementError` (or :class:`SignatureError`) unless the harness may compile ``candidate``.
 
     Order matters: size and file directives first (before any parsing), then options, then the signature,
-    read after preprocessing with the candidate's own ``-D`` macros.
+    read after preprocessing with the candidate's own ``-D`` macros, then state that would outlive a launch
+    (program-scope and ``static`` variables, :mod:`kernelcast.tools.program_state`).
     """
     problem = source_problem(candidate.source)
     if problem:
@@ -102,3 +104,6 @@ def check_candidate(task: "Task", candidate: Candidate) -> None:
     if problem:
         raise ConfinementError(problem)
     check_signature(candidate.source, task.source, task.spec.entry, task.language, candidate.build_options)
+    problem = mutable_state_problem(candidate.source, task.language, tuple(candidate.build_options))
+    if problem:
+        raise ConfinementError(problem)

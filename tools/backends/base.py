@@ -55,8 +55,10 @@ class Runner(ABC):
         """Properties read from the device."""
 
     @abstractmethod
-    def build(self, source: str, entry: str, options: list[str]) -> tuple[Any, bool, float]:
-        """Compile (cached by device, source hash and options): (kernel, cache_hit, compile_ms)."""
+    def build(self, source: str, entry: str, options: list[str], fresh: bool = False) -> tuple[Any, bool, float]:
+        """Compile (cached by device, source hash and options): (kernel, cache_hit, compile_ms). ``fresh``
+        builds a new program outside the cache, so nothing a program holds (its program-scope memory) carries
+        over from the launches of the cached one."""
 
     @abstractmethod
     def alloc(self, nbytes: int) -> Any:

@@ -264,11 +264,11 @@ class CudaRunner(Runner):
     def hardware_spec(self) -> HardwareSpec:
         return self.spec
 
-    def build(self, source: str, entry: str, options: list[str]) -> tuple[Any, bool, float]:
+    def build(self, source: str, entry: str, options: list[str], fresh: bool = False) -> tuple[Any, bool, float]:
         """nvcc through pycuda (whose own disk cache may make a 'miss' fast across processes)."""
         self._recover()
         key = (self.spec.key, hashlib.sha256(source.encode()).hexdigest(), tuple(options), entry)
-        if (cached := self._kernels.get(key)) is not None:
+        if not fresh and (cached := self._kernels.get(key)) is not None:
             return cached, True, 0.0
         from pycuda.compiler import SourceModule
 
@@ -288,7 +288,8 @@ class CudaRunner(Runner):
         except self.drv.Error as exc:
             raise CompileError(f"kernel {entry!r} not found in the compiled module: {trim_log(str(exc))}") from None
         kernel = _Kernel(module, function, entry, self._generation)
-        self._kernels.put(key, kernel)
+        if not fresh:
+            self._kernels.put(key, kernel)
         return kernel, False, (time.perf_counter() - start) * 1e3
 
     def alloc(self, nbytes: int) -> _Buf:

@@ -191,9 +191,9 @@ class OpenCLRunner(Runner):
     def hardware_spec(self) -> HardwareSpec:
         return self.spec
 
-    def build(self, source: str, entry: str, options: list[str]) -> tuple[Any, bool, float]:
+    def build(self, source: str, entry: str, options: list[str], fresh: bool = False) -> tuple[Any, bool, float]:
         key = (self.spec.key, hashlib.sha256(source.encode()).hexdigest(), tuple(options), entry)
-        if (cached := self._kernels.get(key)) is not None:
+        if not fresh and (cached := self._kernels.get(key)) is not None:
             return cached, True, 0.0
         start = time.perf_counter()
         try:
@@ -206,7 +206,8 @@ class OpenCLRunner(Runner):
             kernel = self.cl.Kernel(program, entry)
         except self.cl.Error as exc:
             raise CompileError(f"kernel {entry!r} not found in the compiled program: {trim_log(str(exc))}") from None
-        self._kernels.put(key, kernel)
+        if not fresh:
+            self._kernels.put(key, kernel)
         return kernel, False, (time.perf_counter() - start) * 1e3
 
     def alloc(self, nbytes: int) -> _Buf:
