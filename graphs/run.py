@@ -46,7 +46,8 @@ def start_run(config: RunConfig, store: Store, env: RunEnv, run_id: str | None =
     config = config.for_task(task, config.task if _is_builtin(config.task) else str(task.path))
     with open_measurer(config, task.backend, store) as measurer:
         hardware = measurer.hardware_spec()
-        measurer.check_reference(task, config.sizes)  # a broken task or device stops here, before a run exists
+        # a broken task or device stops here, before a run exists
+        measurer.check_reference(task, config.sizes, env.measure_timeout_s)
         run_id = store.create_run(task.name, hardware.key, config.model_dump(), config.budget, run_id=run_id)
         store.update_run(run_id, folder=str(env.folder(run_id)))
         ctx = build_context(run_id, config, store, env, measurer)

@@ -95,7 +95,8 @@ def measure(task: str | Path | Task, candidate: Candidate | str | Path | None = 
     try:
         with store_scope(store) as db:
             worker = worker or make_measurer(backend or task_obj.backend, device or settings.device, store=db)
-            worker.check_reference(task_obj, cfg.sizes)  # a broken task or device is an error, not a measurement
+            # a broken task or device is an error, not a measurement
+            worker.check_reference(task_obj, cfg.sizes, cfg.timeout_s)
             result = worker.measure(task_obj, cand, cfg)
             db.upsert_task(task_obj)
             db.upsert_device(worker.hardware_spec())

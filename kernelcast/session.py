@@ -293,7 +293,8 @@ def start_session(task: str, budget: int = 12, router: str = default("router"), 
     try:
         measurer = open_measurer(config, resolved.backend, store)
         hardware = measurer.start()
-        measurer.check_reference(resolved, config.sizes)  # a broken task or device stops here, before a run exists
+        # a broken task or device stops here, before a run exists
+        measurer.check_reference(resolved, config.sizes, settings.measure_timeout_s)
         run_id = store.create_run(resolved.name, hardware.key, config.model_dump(), budget)
         store.update_run(run_id, folder=str(_env(home_path).folder(run_id)))
         live = _compile(run_id, home_path, store, measurer, config)

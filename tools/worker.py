@@ -225,14 +225,19 @@ class MeasurementWorker:
             raise WorkerError(f"{kind}: {value}")
         return value
 
-    def check_reference(self, task: Task, sizes: str = "full", timeout_s: float = 300.0) -> None:
-        """Run the reference once before anything is spent: :class:`TaskError` for a task-file problem (exit 2),
-        :class:`WorkerError` when the device cannot run it (exit 3)."""
+    def check_reference(self, task: Task, sizes: str = "full", timeout_s: float = 120.0) -> None:
+        """Run the reference once before anything is spent, within the measurement timeout: :class:`TaskError`
+        for a task-file problem (exit 2; a reference that does not finish in time is one), :class:`WorkerError`
+        when the device cannot run it (exit 3)."""
         kind, value = self._request("check_reference", (task, sizes), timeout_s)
         if kind == "ok":
             return
         if kind == "task_error":
             raise TaskError(f"{task.path}: {value}")
+        if kind == "timeout":
+            raise TaskError(f"{task.path}: the reference kernel did not finish within the measurement timeout of "
+                            f"{timeout_s:g} s at {sizes} sizes (KERNELCAST_MEASURE_TIMEOUT_S): it hangs, or the "
+                            "sizes are too large for this device")
         if kind == "crash":  # the reference wrote far outside its buffers, most likely
             raise TaskError(f"{task.path}: the reference kernel crashed the runtime ({value}); the task's shapes "
                             "may be too small for the reference's launch")
