@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import structlog
+
 from kernelcast.agents.registry import EXTERNAL, make_forecaster, make_generator
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunContext, RunEnv
@@ -13,6 +15,8 @@ from kernelcast.tools.measurement import MeasureConfig
 from kernelcast.tools.store import Store
 from kernelcast.tools.task import resolve_task
 from kernelcast.tools.measurer import Measurer, make_measurer
+
+log = structlog.get_logger(__name__)
 
 
 def build_context(run_id: str, config: RunConfig, store: Store, env: RunEnv, measurer: Measurer) -> RunContext:
@@ -47,7 +51,8 @@ def start_run(config: RunConfig, store: Store, env: RunEnv, run_id: str | None =
     with open_measurer(config, task.backend, store) as measurer:
         hardware = measurer.hardware_spec()
         # a broken task or device stops here, before a run exists
-        measurer.check_reference(task, config.sizes, env.measure_timeout_s)
+        for note in measurer.check_reference(task, config.sizes, env.measure_timeout_s):
+            log.warning(note, task=task.name)
         run_id = store.create_run(task.name, hardware.key, config.model_dump(), config.budget, run_id=run_id)
         store.update_run(run_id, folder=str(env.folder(run_id)))
         ctx = build_context(run_id, config, store, env, measurer)

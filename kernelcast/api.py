@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
 from kernelcast.agents.registry import DEFAULT_FORECASTER, DEFAULT_GENERATOR
 from kernelcast.graphs.config import default
 from kernelcast.settings import get_settings
@@ -96,7 +98,8 @@ def measure(task: str | Path | Task, candidate: Candidate | str | Path | None = 
         with store_scope(store) as db:
             worker = worker or make_measurer(backend or task_obj.backend, device or settings.device, store=db)
             # a broken task or device is an error, not a measurement
-            worker.check_reference(task_obj, cfg.sizes, cfg.timeout_s)
+            for note in worker.check_reference(task_obj, cfg.sizes, cfg.timeout_s):
+                structlog.get_logger(__name__).warning(note, task=task_obj.name)
             result = worker.measure(task_obj, cand, cfg)
             db.upsert_task(task_obj)
             db.upsert_device(worker.hardware_spec())

@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 import secrets
 import time
-from itertools import permutations
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import permutations
 from typing import Any
 
 import numpy as np
@@ -44,8 +45,10 @@ class ReferenceBroken(InvalidCandidate):
     """The task's own reference fails the checks: a task-file mistake, not a candidate's."""
 
 
-def reference_problems(task: Task, result: LaunchResult) -> list[str]:
-    """What makes a reference run unusable as the correctness oracle, with the likely task-file fix."""
+def reference_problems(task: Task, result: LaunchResult, unwritten: dict[str, np.ndarray] | None = None) -> list[str]:
+    """What makes a reference run unusable as the correctness oracle, with the likely task-file fix.
+    ``unwritten``: per output, the elements the reference never writes (they hold the poison and are no
+    problem: a stencil leaves its border alone)."""
     problems = []
     for problem in result.problems:
         if problem.startswith("out-of-bounds write"):
@@ -53,15 +56,18 @@ def reference_problems(task: Task, result: LaunchResult) -> list[str]:
         else:
             problems.append(problem)
     for name, data in result.outputs.items():
+        skip = unwritten.get(name) if unwritten else None
         if np.issubdtype(data.dtype, np.floating):
-            bad = int((~np.isfinite(data)).sum())
+            bad_at = ~np.isfinite(data)
         else:
-            bad = int((data == poison(data.dtype, 1)[0]).sum()) if data.size else 0
+            bad_at = data == poison(data.dtype, 1)[0] if data.size else np.zeros(0, bool)
+        bad = int((bad_at & ~skip).sum()) if skip is not None else int(bad_at.sum())
+        if not np.issubdtype(data.dtype, np.floating):
             bad = bad if bad > max(1, data.size // 100) else 0
         if bad:
             problems.append(f"output {name!r} holds {bad} of {data.size} NaN/poison values after the reference ran: "
-                            f"the reference reads {name!r} before writing it or leaves part of it unwritten; if it "
-                            f"reads {name!r}, declare it intent = \"inout\"")
+                            f"the reference reads {name!r} before writing it (elements it never writes are allowed, "
+                            f"those it computes from the poison are not); declare it intent = \"inout\"")
     return problems
 
 
@@ -122,6 +128,30 @@ def poison(dtype: np.dtype, count: int) -> np.ndarray:
     return np.full(count * dtype.itemsize, 0x5A, np.uint8).view(dtype)
 
 
+def second_poison(dtype: np.dtype, count: int) -> np.ndarray:
+    """Another fill, finite for floats: an element that holds it exactly after a launch was never written
+    (one the kernel read and then wrote would have changed), so it tells unwritten elements from ones
+    computed from the poison."""
+    dtype = np.dtype(dtype)
+    if np.issubdtype(dtype, np.floating):
+        return np.full(count, -1234.5678, dtype)
+    return np.full(count * dtype.itemsize, 0x3C, np.uint8).view(dtype)
+
+
+def unwritten_elements(first: LaunchResult, second: LaunchResult) -> dict[str, np.ndarray]:
+    """Per output, the elements a kernel left alone in both launches: the poison in the first (``poison``)
+    and the other fill in the second (``second_poison``), bit for bit. Only outputs with such elements."""
+    masks = {}
+    for name, data in first.outputs.items():
+        other = second.outputs[name]
+        left = (data.view(np.uint8).reshape(data.size, -1) == poison(data.dtype, 1).view(np.uint8)).all(axis=1)
+        left &= (other.view(np.uint8).reshape(other.size, -1)
+                 == second_poison(other.dtype, 1).view(np.uint8)).all(axis=1)
+        if left.any():
+            masks[name] = left
+    return masks
+
+
 # ---- geometry ---------------------------------------------------------------------
 def resolve_geometry(candidate: Candidate, sizes: dict[str, int], max_wg: int,
                      ) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
@@ -150,8 +180,9 @@ def _whole(value: int | float, expr: str) -> int:
 
 # ---- one launch ---------------------------------------------------------------------
 def bind_args(runner: Runner, task: Task, sizes: dict[str, int], inputs: dict[str, np.ndarray],
-              ) -> tuple[list[Any], dict[str, Any]]:
-    """Kernel arguments in order: guarded device buffers (inputs uploaded, outputs poisoned) and scalars."""
+              fill: Callable[[np.dtype, int], np.ndarray] = poison) -> tuple[list[Any], dict[str, Any]]:
+    """Kernel arguments in order: guarded device buffers (inputs uploaded, outputs filled with ``fill``,
+    the poison) and scalars."""
     scalars = scalar_values(task, sizes)
     args: list[Any] = []
     bufs: dict[str, Any] = {}
@@ -166,7 +197,7 @@ def bind_args(runner: Runner, task: Task, sizes: dict[str, int], inputs: dict[st
             dtype, count = np.dtype(arg.dtype), buffer_count(arg, sizes)
             buf = runner.alloc(count * dtype.itemsize)
             bufs[arg.name] = buf
-            runner.upload(buf, inputs[arg.name] if arg.intent != "out" else poison(dtype, count))
+            runner.upload(buf, inputs[arg.name] if arg.intent != "out" else fill(dtype, count))
             args.append(buf)
     except Exception:
         for buf in bufs.values():
@@ -176,9 +207,10 @@ def bind_args(runner: Runner, task: Task, sizes: dict[str, int], inputs: dict[st
 
 
 def run_once(runner: Runner, task: Task, kernel: Any, sizes: dict[str, int], inputs: dict[str, np.ndarray],
-             geometry: tuple[tuple[int, ...], tuple[int, ...] | None]) -> LaunchResult:
-    """Fresh buffers, outputs poisoned, one launch, everything read back and checked."""
-    args, bufs = bind_args(runner, task, sizes, inputs)
+             geometry: tuple[tuple[int, ...], tuple[int, ...] | None],
+             fill: Callable[[np.dtype, int], np.ndarray] = poison) -> LaunchResult:
+    """Fresh buffers, outputs poisoned (``fill``), one launch, everything read back and checked."""
+    args, bufs = bind_args(runner, task, sizes, inputs, fill)
     try:
         elapsed = runner.launch(kernel, args, *geometry)
         outputs: dict[str, np.ndarray] = {}
@@ -324,6 +356,8 @@ class Harness:
         self._ref_outputs: LRUCache[dict[str, np.ndarray]] = LRUCache(REFERENCE_CACHE_BYTES, _nbytes)
         self._confined: set[tuple[str, str, tuple[str, ...]]] = set()
         self._inputs: LRUCache[dict[str, np.ndarray]] = LRUCache(INPUT_CACHE_BYTES, _nbytes)
+        # per (task_identity, size set): how many elements of each output the reference never writes
+        self._unwritten: dict[tuple[str, str], dict[str, int]] = {}
 
     def inputs(self, task: Task, sizes: dict[str, int], seed: int) -> dict[str, np.ndarray]:
         """Seeded inputs, generated once per (task, sizes, seed) and kept read-only: generating a large
@@ -432,20 +466,31 @@ class Harness:
         key = (task_identity(task), reference.hash, sizes_name, seed)
         if (cached := self._ref_outputs.get(key)) is not None:
             return cached
-        result = run_once(self.runner, task, kernel, sizes, self.inputs(task, sizes, seed), geometry)
-        problems = reference_problems(task, result)
+        inputs = self.inputs(task, sizes, seed)
+        result = run_once(self.runner, task, kernel, sizes, inputs, geometry)
+        unwritten: dict[str, np.ndarray] = {}
+        if reference_problems(task, result):  # poison left behind: elements never written, or a real problem?
+            unwritten = unwritten_elements(result, run_once(self.runner, task, kernel, sizes, inputs, geometry,
+                                                            second_poison))
+        problems = reference_problems(task, result, unwritten)
         if problems:
             raise ReferenceBroken("the task's reference kernel failed its own checks: " + "; ".join(problems))
+        self._unwritten[(task_identity(task), sizes_name)] = {name: int(mask.sum()) for name, mask in unwritten.items()}
         self._ref_outputs.put(key, result.outputs)
         return result.outputs
 
-    def check_reference(self, task: Task, sizes_name: str) -> None:
-        """Build and run the reference once before anything is spent; raises what is wrong with the task."""
+    def check_reference(self, task: Task, sizes_name: str) -> list[str]:
+        """Build and run the reference once before anything is spent; raises what is wrong with the task, and
+        returns what a user should know about it (outputs it writes only in part)."""
         sizes = task.sizes(sizes_name)  # type: ignore[arg-type]
         reference = task.reference()
         geometry = resolve_geometry(reference, sizes, self.runner.hardware_spec().max_work_group_size)
         kernel, _, _ = self.build(task, reference)
         self._reference_outputs(task, reference, kernel, sizes, sizes_name, 0, geometry)
+        return [f"output {name!r}: the reference never writes {count} of its {buffer_count(arg, sizes)} elements at "
+                f"{sizes_name} sizes; they are left out of the comparison, and a candidate must leave them unwritten too"
+                for name, count in self._unwritten.get((task_identity(task), sizes_name), {}).items()
+                for arg in task.spec.args if isinstance(arg, BufferArg) and arg.name == name]
 
     def _rival(self, task: Task, config: MeasureConfig, sizes: dict[str, int], max_wg: int
                ) -> tuple[_Rival | None, list[str]]:

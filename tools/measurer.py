@@ -101,8 +101,9 @@ class Measurer(ABC):
         """One seeded run's outputs, as :meth:`MeasurementWorker.outputs`; raises :class:`WorkerError`."""
 
     @abstractmethod
-    def check_reference(self, task: Task, sizes: str = "full", timeout_s: float = 120.0) -> None:
-        """Run the task's reference once on every device, within ``timeout_s``, before anything is spent; raises
+    def check_reference(self, task: Task, sizes: str = "full", timeout_s: float = 120.0) -> list[str]:
+        """Run the task's reference once on every device, within ``timeout_s``, before anything is spent; returns
+        notes for the user (outputs the reference writes only in part); raises
         :class:`~kernelcast.tools.task.TaskError` (a task-file problem) or :class:`WorkerError` (the device)."""
 
     def in_flight(self) -> list[InFlight]:
@@ -142,8 +143,8 @@ class LocalMeasurer(Measurer):
     def build(self, task: Task, candidate: Candidate, timeout_s: float = 60.0) -> tuple[str, str]:
         return self.worker.build(task, candidate, timeout_s)
 
-    def check_reference(self, task: Task, sizes: str = "full", timeout_s: float = 120.0) -> None:
-        self.worker.check_reference(task, sizes, timeout_s)
+    def check_reference(self, task: Task, sizes: str = "full", timeout_s: float = 120.0) -> list[str]:
+        return self.worker.check_reference(task, sizes, timeout_s)
 
     def measure_many(self, task: Task, candidates: Iterable[Candidate],
                      config: MeasureConfig | None = None) -> Iterator[tuple[Candidate, Measurement]]:
@@ -474,11 +475,14 @@ class PoolMeasurer(ScheduledMeasurer):
                 timeout_s: float = 120.0) -> tuple[dict[str, Any], list[str]]:
         return self._any_slot().submit_call(lambda w: w.outputs(task, candidate, sizes, seed, timeout_s)).result()
 
-    def check_reference(self, task: Task, sizes: str = "full", timeout_s: float = 120.0) -> None:
+    def check_reference(self, task: Task, sizes: str = "full", timeout_s: float = 120.0) -> list[str]:
         self.start()
+        notes: list[str] = []
         for future in [slot.submit_call(lambda w: w.check_reference(task, sizes, timeout_s))
                        for slot in self._slots if slot.alive]:
-            future.result()  # every device runs the reference: each candidate is timed against its own device's
+            # every device runs the reference: each candidate is timed against its own device's
+            notes += [note for note in future.result() if note not in notes]
+        return notes
 
     def close(self) -> None:
         for slot in self._slots:
@@ -589,8 +593,9 @@ class ReplayMeasurer(Measurer):
         last = found[-1]
         return (last.status.value, last.reason) if last.status is Status.compile_error else ("ok", "")
 
-    def check_reference(self, task: Task, sizes: str = "full", timeout_s: float = 120.0) -> None:
+    def check_reference(self, task: Task, sizes: str = "full", timeout_s: float = 120.0) -> list[str]:
         """Nothing runs in a replay: the stored measurements were checked when they were made."""
+        return []
 
     def outputs(self, task: Task, candidate: Candidate, sizes: str = "small", seed: int = 0,
                 timeout_s: float = 120.0) -> tuple[dict[str, Any], list[str]]:

@@ -66,8 +66,8 @@ class MeasureActor:
                 timeout_s: float) -> tuple[dict[str, Any], list[str]]:
         return self.worker.outputs(task, candidate, sizes, seed, timeout_s)
 
-    def check_reference(self, task: Task, sizes: str, timeout_s: float) -> None:
-        self.worker.check_reference(task, sizes, timeout_s)
+    def check_reference(self, task: Task, sizes: str, timeout_s: float) -> list[str]:
+        return self.worker.check_reference(task, sizes, timeout_s)
 
     def close(self) -> None:
         self.worker.close()
@@ -245,9 +245,10 @@ class RayMeasurer(ScheduledMeasurer):
     def build(self, task: Task, candidate: Candidate, timeout_s: float = 60.0) -> tuple[str, str]:
         return ray.get(self._any_actor().build.remote(task, candidate, timeout_s))
 
-    def check_reference(self, task: Task, sizes: str = "full", timeout_s: float = 120.0) -> None:
+    def check_reference(self, task: Task, sizes: str = "full", timeout_s: float = 120.0) -> list[str]:
         self.start()
-        ray.get([slot.actor.check_reference.remote(task, sizes, timeout_s) for slot in self._slots if slot.alive])
+        notes = ray.get([slot.actor.check_reference.remote(task, sizes, timeout_s) for slot in self._slots if slot.alive])
+        return list(dict.fromkeys(note for device in notes for note in device))
 
     def outputs(self, task: Task, candidate: Candidate, sizes: str = "small", seed: int = 0,
                 timeout_s: float = 120.0) -> tuple[dict[str, Any], list[str]]:

@@ -67,8 +67,7 @@ def _serve(conn: Connection, backend: str, device: str | None) -> None:
             elif op == "check_reference":
                 task, sizes = payload
                 try:
-                    harness.check_reference(task, sizes)
-                    conn.send(("ok", None))
+                    conn.send(("ok", harness.check_reference(task, sizes)))
                 except (ReferenceBroken, InvalidCandidate, SignatureError) as exc:
                     conn.send(("task_error", str(exc)))
                 except CompileError as exc:
@@ -225,13 +224,14 @@ class MeasurementWorker:
             raise WorkerError(f"{kind}: {value}")
         return value
 
-    def check_reference(self, task: Task, sizes: str = "full", timeout_s: float = 120.0) -> None:
-        """Run the reference once before anything is spent, within the measurement timeout: :class:`TaskError`
+    def check_reference(self, task: Task, sizes: str = "full", timeout_s: float = 120.0) -> list[str]:
+        """Run the reference once before anything is spent, within the measurement timeout (notes for the user
+        come back, such as outputs the reference writes only in part): :class:`TaskError`
         for a task-file problem (exit 2; a reference that does not finish in time is one), :class:`WorkerError`
         when the device cannot run it (exit 3)."""
         kind, value = self._request("check_reference", (task, sizes), timeout_s)
         if kind == "ok":
-            return
+            return list(value)
         if kind == "task_error":
             raise TaskError(f"{task.path}: {value}")
         if kind == "timeout":
