@@ -15,9 +15,11 @@ from kernelcast.graphs.routers import ROUTERS
 
 
 def on_event(kind: str, payload: dict[str, Any]) -> None:
-    """Called on every step of the search; 'spend' is one hardware measurement."""
+    """Called on every step of the search; 'spend' is one hardware measurement. A search measurement is the
+    candidate's first (one noisy number); the end of the run re-measures the best ones ('confirm')."""
     if kind == "spend":
-        speed = f"{payload['speedup']:.3f}x" if payload.get("speedup") else "-"
+        which = "confirmation" if payload["phase"] == "confirm" else "first measurement"
+        speed = f"{payload['speedup']:.3f}x ({which})" if payload["speedup"] else "-"
         print(f"  measurement {payload['spent']}/{payload['budget']}: {payload['status']} {speed}")
 
 
@@ -32,9 +34,9 @@ def main() -> None:
                                  measure_per_round=2, on_event=on_event)
     print(f"run {result.run_id}: spent {result.spent} of {result.budget} measurements, "
           f"considered {result.considered} candidates")
-    if result.best_hash:
-        print(f"best measured kernel: {result.best_speedup:.3f}x ({result.best_intent}), "
-              f"path: {' -> '.join(result.best_path)}")
+    if result.best is not None:  # the confirmation with its interval, or a first measurement labelled so
+        print(f"best kernel: {result.best.text()} ({result.best_intent}); {result.verdict}")
+        print(f"path: {' -> '.join(result.best_path)}")
     else:
         print("no candidate beat the reference on this budget")
     print(f"run folder: {result.folder}")

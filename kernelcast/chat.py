@@ -65,7 +65,7 @@ def describe_call(call: dict[str, Any]) -> str:
 def optimize_plan(arguments: dict[str, Any]) -> dict[str, Any]:
     """What an optimize call will do, defaults filled in (what the user approves)."""
     full = ARGS["optimize_kernel"].model_validate(arguments).model_dump()
-    return {k: full[k] for k in ("task", "router", "budget", "threshold", "sizes", "forecaster", "generator", "seed")}
+    return {k: full[k] for k in ("task", "router", "budget", "sizes", "forecaster", "generator", "seed")}
 
 
 class ChatGraph:

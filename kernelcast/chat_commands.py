@@ -75,8 +75,11 @@ def suggest_next(session: SessionOpt = None, count: int = 1) -> Suggestions:
 
 def submit_files(files: Annotated[list[str], Field(min_length=1, description="kernel sources or candidate .json")],
                  session: SessionOpt = None, parent: str | None = None,
+                 global_size: ops.GlobalSize = None, local_size: ops.LocalSize = None,
+                 build_options: ops.BuildOptions = None,
                  on_event: ops.EventCallback | None = None) -> SubmitOutput:
-    """/submit FILE... [--session S] [--parent HASH]: submit kernel files as candidates."""
+    """/submit FILE... [--session S] [--parent HASH] [--global-size G,..] [--local-size L,..] [--build-options O]:
+    submit kernel files as candidates (a kernel source gets the launch geometry given, else the parent's)."""
     from pathlib import Path
 
     from kernelcast.session import as_submitted
@@ -89,8 +92,10 @@ def submit_files(files: Annotated[list[str], Field(min_length=1, description="ke
             if not path.is_file():
                 raise ops.OperationError(f"candidate file {name} not found")
             text = path.read_text()
+            geometry = {k: v for k, v in (("global_size", global_size), ("local_size", local_size),
+                                          ("build_options", build_options)) if v is not None}
             items.append(as_submitted(Candidate.model_validate_json(text)) if path.suffix == ".json" else
-                         as_submitted({"source": text, "intent": f"from {path.name}"}))
+                         as_submitted({"source": text, "intent": f"from {path.name}", **geometry}))
     return ops.submit_candidates(current_session(session), items, parent, on_event=on_event)
 
 
@@ -146,7 +151,8 @@ HELP = f"""Slash commands (no model needed):
   /session start TASK [--budget N] [--router R] [--risk R] [--sizes small] [--forecaster F]
                                            a session: you write the candidates, kernelcast spends the budget
   /suggest [SESSION] [--count N]           the parents the search wants mutated next
-  /submit FILE... [--session S] [--parent HASH]   submit kernel files (or candidate .json) as children
+  /submit FILE... [--session S] [--parent HASH] [--global-size G,..] [--local-size L,..] [--build-options O]
+                                           submit kernel files (or candidate .json) as children
   /status [SESSION]                        where the session stands
   /finish [SESSION]                        confirm the best, write the report
   /help, /quit

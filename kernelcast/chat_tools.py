@@ -20,12 +20,13 @@ from pydantic import BaseModel, Field, ValidationError, create_model
 
 from kernelcast.agents.registry import DEFAULT_FORECASTER, DEFAULT_GENERATOR, ForecasterName, GeneratorName
 from kernelcast.graphs.config import default, listed_router
-from kernelcast.graphs.result import RunResult
+from kernelcast.graphs.result import RunResult, interval_text
 from kernelcast.graphs.routers import RouterName
 from kernelcast import api
 from kernelcast import session as sessions
 from kernelcast.graphs.session_graph import SubmittedCandidate
 from kernelcast.session_views import SessionResult, SessionStatus, SubmitOutput, Suggestions
+from kernelcast.throughput import Throughput, shown_flags, throughput
 from kernelcast.tools.bins import BIN_NAMES
 from kernelcast.tools.candidate import Candidate, candidate_from_file, candidate_from_source
 from kernelcast.tools.measurement import Measurement
@@ -147,28 +148,35 @@ class MeasureOutput(BaseModel):
     sizes: str
     status: str = Field(description="correct, or the failure class")
     reason: str = ""
-    speedup: float | None = Field(None, description="median reference time / median candidate time")
+    speedup: float | None = Field(None, description="median reference time / median candidate time (one "
+                                                    "measurement: not a run's confirmation)")
+    interval: tuple[float, float] | None = Field(None, description="95 % bootstrap interval of the speedup")
     bin: int = Field(description="speedup bin 1..8, 0 = failure")
     bin_name: str
     reference_ms: float | None = None
     candidate_ms: float | None = None
     candidate_cv: float | None = None
     flags: list[str] = Field(default_factory=list)
+    throughput: Throughput | None = Field(None, description="GFLOP/s and GB/s against the device's peaks")
 
     @classmethod
-    def of(cls, m: Measurement) -> MeasureOutput:
+    def of(cls, m: Measurement, rate: Throughput | None = None) -> MeasureOutput:
         return cls(task=m.task, candidate=m.candidate_hash, device=m.device, sizes=m.sizes, status=m.status.value,
-                   reason=m.reason[:1500], speedup=m.speedup, bin=m.bin(), bin_name=BIN_NAMES[m.bin()],
+                   reason=m.reason[:1500], speedup=m.speedup, interval=m.speedup_ci, bin=m.bin(),
+                   bin_name=BIN_NAMES[m.bin()],
                    reference_ms=m.reference.median_ns / 1e6 if m.reference else None,
                    candidate_ms=m.candidate.median_ns / 1e6 if m.candidate else None,
-                   candidate_cv=m.candidate.cv if m.candidate else None, flags=m.flags)
+                   candidate_cv=m.candidate.cv if m.candidate else None, flags=shown_flags(m.flags), throughput=rate)
 
     def text(self) -> str:
         head = f"{self.task} candidate {self.candidate[:8]} on {self.device} ({self.sizes} sizes): {self.status}"
         if self.status != "correct":
             return f"{head}\n{self.reason}"
-        return (f"{head}, speedup {self.speedup:.3f}x (bin {self.bin} {self.bin_name}); reference "
-                f"{self.reference_ms:.4f} ms, candidate {self.candidate_ms:.4f} ms (CV {self.candidate_cv or 0:.1%})"
+        interval = f", 95 % {interval_text(self.interval)}" if self.interval else ""
+        return (f"{head}, speedup {self.speedup:.3f}x (one measurement{interval}; bin {self.bin} {self.bin_name}); "
+                f"reference {self.reference_ms:.4f} ms, candidate {self.candidate_ms:.4f} ms "
+                f"(CV {self.candidate_cv or 0:.1%})"
+                + (f"; throughput {self.throughput.text()}" if self.throughput else "")
                 + (f"; flags: {', '.join(self.flags)}" if self.flags else ""))
 
 
@@ -205,7 +213,9 @@ class RunInfo(BaseModel):
     best_source: str | None = Field(None, description="source of the best measured kernel")
 
     def text(self) -> str:
-        best = f"best {self.best_speedup:.3f}x" if self.best_speedup else "no measured improvement"
+        shown = self.result.best if self.result is not None else None
+        best = (f"best {shown.text()}" if shown is not None else f"best {self.best_speedup:.3f}x"
+                if self.best_speedup else "no measured improvement")
         head = (f"run {self.run_id}: {self.task}, {self.status}, router {self.router}, "
                 f"{self.spent}/{self.budget} measurements, {best}")
         r = self.result
@@ -214,8 +224,8 @@ class RunInfo(BaseModel):
         lines = [head, f"candidates considered {r.considered}; outcomes "
                        + ", ".join(f"{k} {v}" for k, v in sorted(r.counts.items()))]
         if r.best_hash:
-            lines.append(f"best candidate {r.best_hash[:8]} ({r.best_intent}), reached after "
-                         f"{r.measurements_to_best} measurements; path: {' -> '.join(r.best_path)}")
+            lines.append(f"best candidate {r.best_hash[:8]} ({r.best_intent}), first measured after "
+                         f"{r.measurements_to_best} measurements; {r.verdict}; path: {' -> '.join(r.best_path)}")
         lines.append(f"run folder: {r.folder}")
         return "\n".join(lines)
 
@@ -273,9 +283,6 @@ def forecast_speedup(task: TaskName, source: Source = None, global_size: GlobalS
 def optimize_kernel(task: TaskName,
                     budget: BudgetArg = 12,
                     router: RouterArg = default("router"),
-                    threshold: Annotated[float, Field(ge=0.0, le=1.0, description="unused, kept for old callers "
-                                                                                  "(trust comes from risk)")
-                                         ] = default("threshold"),
                     sizes: SizesArg = "full",
                     forecaster: ForecasterArg = DEFAULT_FORECASTER,
                     generator: GeneratorArg = DEFAULT_GENERATOR,
@@ -285,7 +292,7 @@ def optimize_kernel(task: TaskName,
     with clear_errors():
         t = confined_task(task)
         chosen = task if task in builtin_task_paths() else str(t.path.resolve())
-        result = api.optimize(chosen, budget=budget, router=router, threshold=threshold, sizes=sizes,
+        result = api.optimize(chosen, budget=budget, router=router, sizes=sizes,
                               forecaster=forecaster, generator=generator, seed=seed, on_event=on_event)
         return get_run(result.run_id)
 
@@ -413,7 +420,13 @@ def file_candidate(task: Task, path: str | None) -> Candidate:
 
 def measure_candidate(task: Task, candidate: Candidate, sizes: Sizes = "full") -> MeasureOutput:
     with clear_errors():
-        return MeasureOutput.of(api.measure(task, candidate, sizes=sizes))
+        m = api.measure(task, candidate, sizes=sizes)
+        rate = None
+        if m.ok:
+            with api.reading_store() as store:
+                hw = store.devices().get(m.device)
+                rate = throughput(task, m, hw, store) if hw is not None else None
+        return MeasureOutput.of(m, rate)
 
 
 def forecast_candidate(task: Task, candidate: Candidate, forecaster: str = DEFAULT_FORECASTER,

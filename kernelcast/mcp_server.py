@@ -43,10 +43,9 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from kernelcast import chat_tools as ops
 from kernelcast.graphs.events import Spend, parse
+from kernelcast.graphs.result import spend_text
 
-SESSION_TOOLS = ("start_session", "suggest_parents", "submit_candidates", "session_status", "finish_session")
-PUBLISHED = ("list_tasks", "describe_task", "measure_kernel", "forecast_speedup", "optimize_kernel", "get_run",
-             "list_runs", *SESSION_TOOLS)
+PUBLISHED = tuple(ops.TOOLS)  # every tool of the chat's model is an MCP tool (``kernelcast mcp --help`` lists them)
 INSTRUCTIONS = ("kernelcast optimizes OpenCL/CUDA kernels under a budget of hardware measurements. Start with "
                 "list_tasks and describe_task; measure_kernel and forecast_speedup check one kernel; "
                 "optimize_kernel runs a search (use sizes='small' and a small budget for a quick trial). To search "
@@ -276,9 +275,7 @@ def _with_progress(fn: Callable[..., Any], gate: threading.BoundedSemaphore | No
             event = parse(kind, payload)
             if not isinstance(event, Spend):
                 return
-            speed = f" {event.speedup:.3f}x" if event.speedup else ""
-            candidate = str(payload.get("candidate") or "")  # the sink's envelope: run id and candidate hash
-            message = f"measured {candidate[:8]}: {event.status}{speed}"
+            message = spend_text(event, payload["candidate"])  # the sink's envelope: run id and candidate hash
             anyio.from_thread.run(ctx.report_progress, float(event.spent), float(event.budget) or None, message)
 
         if gate is not None and not gate.acquire(blocking=False):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import difflib
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +24,9 @@ import numpy as np
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.events import logged
-from kernelcast.graphs.result import RunResult
+from kernelcast.graphs.result import RunResult, ShownSpeedup, best_curve, interval_text, ranked, shown_speedups
 from kernelcast.graphs.state import DECISION_OUTCOME
+from kernelcast.throughput import Throughput, run_throughput
 from kernelcast.tools.bins import BIN_NAMES, NUM_BINS
 from kernelcast.tools.measurement import Measurement
 from kernelcast.tools.records import EventRecord, RunRecord
@@ -51,7 +52,6 @@ class TreeNode:
     parent: str | None
     depth: int
     outcome: str = "pending"
-    speedup: float | None = None
 
 
 @dataclass
@@ -63,6 +63,8 @@ class ForecastPair:
     confidence: float
     failed: bool
     measured_bin: int  # 0 = failure
+    predicted_log_speedup: float  # the forecaster's continuous belief about ln S when it has one, else from the bins
+    measured_speedup: float | None  # the shown speedup of the candidate (None: it failed)
 
 
 @dataclass
@@ -73,9 +75,16 @@ class RunData:
     result: RunResult | None  # None until the run has finished
     tree: dict[str, TreeNode]
     root: str | None
-    curve: list[tuple[int, float | None]]  # (measurements spent, best correct speedup so far)
+    curve: list[tuple[int, ShownSpeedup | None]]  # (measurements spent, the best found by then, valued as shown)
     pairs: list[ForecastPair]
     measurements: list[Measurement] = field(default_factory=list)
+    shown: dict[str, ShownSpeedup] = field(default_factory=dict)  # every correct node's shown speedup
+    throughput: Throughput | None = None  # the best's GFLOP/s and GB/s against the device's peaks
+
+    @property
+    def best(self) -> ShownSpeedup | None:
+        """The run's best node as every part of the report shows it (headline, star, first row, curve end)."""
+        return next(iter(ranked(self.shown)), None)
 
 
 # ---- data from the store ----------------------------------------------------------------
@@ -86,9 +95,12 @@ def load_run(store: Store, run_id: str) -> RunData:
     events = store.events(run.id)
     measurements = store.measurements(run_id=run.id)
     root, tree = rebuild_tree(events)
+    shown = shown_speedups(measurements)
+    top = next(iter(ranked(shown)), None)
     return RunData(run_id=run.id, run=run, config=RunConfig.of_run(run), result=RunResult.of_run(run), tree=tree,
-                   root=root, curve=best_curve(events), pairs=forecast_pairs(store, run.id, measurements),
-                   measurements=measurements)
+                   root=root, curve=best_curve(measurements), pairs=forecast_pairs(store, run.id, measurements, shown),
+                   measurements=measurements, shown=shown,
+                   throughput=run_throughput(store, run, top.candidate_hash) if top is not None else None)
 
 
 def rebuild_tree(events: Sequence[EventRecord]) -> tuple[str | None, dict[str, TreeNode]]:
@@ -113,38 +125,35 @@ def rebuild_tree(events: Sequence[EventRecord]) -> tuple[str | None, dict[str, T
             tree[key].outcome = outcome.value if outcome is not None else "pending"
         elif isinstance(event, ev.Spend) and event.phase != "confirm":  # a confirmation re-measures a node
             ok = event.status == "correct"
-            tree[key].speedup = event.speedup if ok else None
             tree[key].outcome = ("verified" if event.phase == "verify" else "measured") if ok else "failed"
+        elif isinstance(event, ev.Spend) and event.status != "correct":  # failed its confirmation
+            tree[key].outcome = "failed"
         elif isinstance(event, ev.Skip):
             tree[key].outcome = "dropped"
     return root, tree
 
 
-def best_curve(events: Sequence[EventRecord]) -> list[tuple[int, float | None]]:
-    """Best correct speedup after each search measurement (None until the first correct one)."""
-    best: float | None = None
-    curve = []
-    for item in logged(list(events)):
-        event = item.event
-        if not isinstance(event, ev.Spend):
-            continue
-        speed = event.speedup if event.status == "correct" and event.phase != "confirm" else None
-        if speed is not None and (best is None or speed > best):
-            best = speed
-        curve.append((event.spent, best))
-    return curve
+def forecast_pairs(store: Store, run_id: str, measurements: Sequence[Measurement],
+                   shown: Mapping[str, ShownSpeedup]) -> list[ForecastPair]:
+    """This run's forecasts joined with this run's first measurement of the same candidate (the one the
+    forecast predicted; a confirmation is not a second pair): each candidate's last forecast, the one its
+    routing was decided on (a child carried over is forecast once per round)."""
+    from kernelcast.agents.bins import expected_log_speedup
+    from kernelcast.agents.forecast import Provenance
 
-
-def forecast_pairs(store: Store, run_id: str, measurements: Sequence[Measurement]) -> list[ForecastPair]:
-    """This run's forecasts joined with this run's (latest) measurement of the same candidate: each candidate's
-    last forecast, the one its routing was decided on (a child carried over is forecast once per round)."""
-    measured = {m.candidate_hash: m for m in measurements}
+    measured = {m.candidate_hash: m for m in measurements if m.phase != "confirm"}
     pairs = []
     for f in store.latest_forecasts(run_id).values():
         m = measured.get(f.candidate_hash)
-        if m is not None:
-            pairs.append(ForecastPair(probabilities=f.probabilities, predicted_bin=f.predicted_bin,
-                                      confidence=f.confidence, failed=f.failed, measured_bin=m.bin()))
+        if m is None:
+            continue
+        belief = Provenance.model_validate(f.provenance).log_speedup_mean if f.provenance else None
+        node = shown.get(f.candidate_hash)
+        pairs.append(ForecastPair(probabilities=f.probabilities, predicted_bin=f.predicted_bin,
+                                  confidence=f.confidence, failed=f.failed, measured_bin=m.bin(),
+                                  predicted_log_speedup=belief if belief is not None
+                                  else expected_log_speedup(f.probabilities),
+                                  measured_speedup=node.speedup if node is not None else None))
     return pairs
 
 
@@ -177,19 +186,40 @@ def _figure(width: float = 7.0, height: float = 4.5) -> Figure:
     return Figure(figsize=(width, height), dpi=110, layout="constrained")
 
 
+def run_label(run: RunData) -> str:
+    """A run in a legend: its id, router and best shown speedup ("15.68x (confirmed) 15.41x-15.95x")."""
+    best = run.best
+    if best is None:
+        return f"{run.run_id} ({run.config.router}): no correct kernel"
+    interval = f" {interval_text(best.interval)}" if best.confirmed and best.interval else ""
+    return f"{run.run_id} ({run.config.router}): {best.short()}{interval}"
+
+
+def by_result(runs: Sequence[RunData]) -> list[RunData]:
+    """Runs best first by their best node's shown speedup: confirmed results rank above first measurements."""
+    return sorted(runs, key=lambda r: r.best.rank if r.best is not None else (False, 0.0), reverse=True)
+
+
 def progress_figure(runs: Sequence[RunData]) -> Figure:
-    """Best verified speedup vs hardware measurements spent: one line per run."""
+    """The best kernel found vs hardware measurements spent, one line per run, each kernel valued as its run
+    reports it (its confirmation where it has one: :func:`kernelcast.graphs.result.best_curve`), the runs ranked
+    by their confirmed results; every curve ends on its run's result, a diamond with its 95 % interval."""
     fig = _figure()
     ax = fig.add_subplot()
-    for run in runs:
+    for run in by_result(runs):
         xs = [0] + [x for x, _ in run.curve]
-        ys = [np.nan] + [np.nan if y is None else y for _, y in run.curve]
-        router = run.config.router
-        ax.step(xs, ys, where="post", marker="o", markersize=3, label=f"{run.run_id} ({router})")
+        ys = [np.nan] + [np.nan if y is None else y.speedup for _, y in run.curve]
+        line, = ax.step(xs, ys, where="post", marker="o", markersize=3, label=run_label(run))
+        best = run.best
+        if best is not None and best.confirmed:
+            low, high = best.interval or (best.speedup, best.speedup)
+            ax.errorbar([xs[-1]], [best.speedup], yerr=[[best.speedup - low], [high - best.speedup]], fmt="D",
+                        color=line.get_color(), markersize=6, capsize=4, label="_confirmed")
     ax.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="_reference")
     ax.set_xlabel("hardware measurements spent")
-    ax.set_ylabel("best verified speedup (x)")
-    ax.set_title("best verified speedup vs measurements (dashed: reference = 1x)")
+    ax.set_ylabel("best speedup (x): confirmed where confirmed")
+    ax.set_title("best speedup vs measurements (diamond: confirmed, 95 % interval; dashed: reference = 1x)",
+                 fontsize=9)
     ax.set_xlim(left=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -218,7 +248,7 @@ def tree_layout(tree: dict[str, TreeNode]) -> dict[str, tuple[float, int]]:
 
 
 def tree_figure(run: RunData) -> Figure:
-    """The search tree coloured by outcome; the best measured kernel is starred."""
+    """The search tree coloured by outcome; the run's best kernel is starred with its shown speedup."""
     from matplotlib.collections import LineCollection
     from matplotlib.lines import Line2D
 
@@ -231,11 +261,11 @@ def tree_figure(run: RunData) -> Figure:
     keys = list(pos)
     ax.scatter([pos[k][0] for k in keys], [pos[k][1] for k in keys], s=36, zorder=2, edgecolors="#333333",
                linewidths=0.5, c=[OUTCOME_COLORS.get(run.tree[k].outcome, "#ffffff") for k in keys])
-    measured = [k for k, n in run.tree.items() if n.speedup is not None]
-    if measured:
-        best = max(measured, key=lambda k: run.tree[k].speedup or 0.0)
-        ax.scatter([pos[best][0]], [pos[best][1]], marker="*", s=260, c="gold", edgecolors="black", zorder=3)
-        ax.annotate(f"{run.tree[best].speedup:.2f}x", pos[best], xytext=(6, 6), textcoords="offset points", fontsize=8)
+    best = run.best
+    if best is not None and best.candidate_hash in pos:
+        star = pos[best.candidate_hash]
+        ax.scatter([star[0]], [star[1]], marker="*", s=260, c="gold", edgecolors="black", zorder=3)
+        ax.annotate(best.short(), star, xytext=(6, 6), textcoords="offset points", fontsize=8)
     seen = sorted({n.outcome for n in run.tree.values()}, key=list(OUTCOME_COLORS).index)
     counts = {o: sum(1 for n in run.tree.values() if n.outcome == o) for o in seen}
     ax.legend(handles=[Line2D([], [], marker="o", linestyle="", markerfacecolor=OUTCOME_COLORS[o],
@@ -293,26 +323,25 @@ def reliability_figure(run: RunData) -> Figure:
 @dataclass
 class TopKernel:
     hash: str
-    speedup: float
-    cv: float | None
+    shown: ShownSpeedup
     intent: str
     geometry: str
     diff: str
 
 
 def top_kernels(store: Store, run: RunData, n: int = 5) -> list[TopKernel]:
-    """The run's fastest correct kernels, each with a unified diff against the reference."""
+    """The run's best kernels in the order the run stands on them (confirmed first: the reported best leads),
+    each with a unified diff against the reference."""
     reference = store.candidate(run.root) if run.root else None
-    correct = sorted((m for m in run.measurements if m.ok and m.speedup), key=lambda m: -(m.speedup or 0.0))
     out = []
-    for m in correct[:n]:
-        cand = store.candidate(m.candidate_hash)
+    for shown in ranked(run.shown)[:n]:
+        cand = store.candidate(shown.candidate_hash)
         if cand is None:
             continue
         ref_lines = reference.source.splitlines(keepends=True) if reference else []
         diff = "".join(difflib.unified_diff(ref_lines, cand.source.splitlines(keepends=True), "reference",
                                             f"candidate {cand.short}"))
-        out.append(TopKernel(hash=cand.hash, speedup=float(m.speedup or 0.0), cv=m.candidate.cv if m.candidate else None,
+        out.append(TopKernel(hash=cand.hash, shown=shown,
                              intent=cand.intent, diff=diff or "(same source as the reference; geometry or options differ)",
                              geometry=f"global {cand.global_size} local {cand.local_size or 'runtime'} "
                                       f"options {' '.join(cand.build_options) or '-'}"))
@@ -361,6 +390,40 @@ def report_note(result: RunResult) -> str:
         return f"report not written: {type(exc).__name__}: {exc}"
 
 
+RECOVERED_AT = (10, 25, 50)  # top k % of the run's forecast-ranked candidates
+
+
+@dataclass
+class RankSkill:
+    """How well this run's forecasts ordered its candidates (the question a search asks of them), beside the
+    bins: Spearman of predicted ln S against the measured (shown) speedup, and the recovered speedup at the top
+    k % (best shown speedup among the k % ranked highest / best of all those measured)."""
+
+    n: int
+    spearman: float | None  # None: fewer than 3 correct pairs, or one side constant
+    recovered: dict[int, float]  # k % -> share of the best recovered (empty: no correct kernel)
+
+
+def rank_skill(pairs: Sequence[ForecastPair]) -> RankSkill:
+    from scipy.stats import spearmanr
+
+    from kernelcast.agents.scoring import recovered_speedup
+
+    informative = [p for p in pairs if not p.failed]
+    correct = [p for p in informative if p.measured_speedup is not None]
+    rho = None
+    if len(correct) >= 3 and len({p.predicted_log_speedup for p in correct}) > 1 and \
+            len({p.measured_speedup for p in correct}) > 1:
+        rho = float(spearmanr([p.predicted_log_speedup for p in correct],
+                              [p.measured_speedup for p in correct]).statistic)
+    recovered = {}
+    if correct:
+        scores = [p.predicted_log_speedup for p in informative]
+        speeds = [p.measured_speedup for p in informative]
+        recovered = {k: recovered_speedup(scores, speeds, k) for k in RECOVERED_AT}
+    return RankSkill(n=len(informative), spearman=rho, recovered=recovered)
+
+
 def _scores(pairs: Sequence[ForecastPair]) -> str:
     from kernelcast.agents.scoring import summarize
 
@@ -371,32 +434,51 @@ def _scores(pairs: Sequence[ForecastPair]) -> str:
         return f"<p>{note}</p>"
     s = summarize([p.probabilities for p in usable], [p.measured_bin for p in usable],
                   [p.predicted_bin for p in usable])
-    rows = "".join(f"<tr><td>{k}</td><td>{v:.3f}</td></tr>" for k, v in (
+    bins = {p.measured_bin for p in usable}
+    degenerate = ""
+    if len(bins) == 1:
+        only = next(iter(bins))
+        degenerate = (f"<p><b>Degenerate:</b> every measured candidate landed in bin {only} ({BIN_NAMES[only]}), so "
+                      "accuracy and within-one-bin only say whether the forecaster named that bin; they say nothing "
+                      "about telling candidates apart. Read the rank skill below.</p>")
+    rows = "".join(f"<tr><td>{k}</td><td>{v:.3f}{' (degenerate: one bin)' if degenerate and k in DEGENERATE else ''}"
+                   f"</td></tr>" for k, v in (
         ("accuracy", s.accuracy), ("within one bin", s.within_one), ("Brier (halved)", s.brier_halved),
         ("CRPS (ordinal)", s.crps), ("ECE (10 buckets)", s.ece), ("AURC", s.aurc),
         ("mean confidence", s.mean_confidence)))
-    return f"<p>{note} Scores over the {s.n} informative ones:</p><table>{rows}</table>"
+    skill = rank_skill(pairs)
+    rho = f"{skill.spearman:.3f}" if skill.spearman is not None else "n/a (fewer than 3 distinct correct pairs)"
+    skill_rows = f"<tr><td>Spearman (predicted ln S vs measured speedup)</td><td>{rho}</td></tr>" + "".join(
+        f"<tr><td>recovered speedup at the top {k} %</td><td>{v:.3f}</td></tr>" for k, v in skill.recovered.items())
+    return (f"<p>{note} Scores over the {s.n} informative ones:</p>{degenerate}<table>{rows}</table>"
+            f"<p>In-task rank skill over the {skill.n} informative forecasts (measured speedups as shown: "
+            f"confirmed where confirmed):</p><table>{skill_rows}</table>")
+
+
+DEGENERATE = ("accuracy", "within one bin")
 
 
 def render_html(run: RunData, others: Sequence[RunData], images: dict[str, str], top: Sequence[TopKernel]) -> str:
     e = html.escape
     row, config, result = run.run, run.config, run.result
     best = "none measured"
-    if result is not None and result.best_hash and result.best_speedup is not None:
-        best = (f"{result.best_speedup:.3f}x — {result.verdict or 'not confirmed'} (first measured "
-                f"{result.first_speedup or result.best_speedup:.3f}x; candidate {result.best_hash[:8]}, after "
-                f"{result.measurements_to_best} measurements)")
+    if run.best is not None:
+        verdict = f" — {result.verdict}" if result is not None and result.best_hash == run.best.candidate_hash else ""
+        best = (f"{run.best.text()}{verdict}; candidate {run.best.candidate_hash[:8]}, first measured after "
+                f"{run.best.found_at} measurements")
     facts = [("task", row.task), ("device", row.device), ("status", row.status),
              ("router", config.router), ("risk", config.risk if config.router_spec.certifies_trust else "-"),
              ("forecaster", config.forecaster), ("sizes", config.sizes),
              ("measurements", f"{row.spent} of {row.budget}"),
              ("candidates considered", result.considered if result is not None else max(0, len(run.tree) - 1)),
-             ("best speedup (confirmed)", best), ("stop reason", result.stop_reason if result is not None else "-"),
+             ("best speedup", best),
+             ("best's throughput", run.throughput.text() if run.throughput is not None else "-"),
+             ("stop reason", result.stop_reason if result is not None else "-"),
              ("path", " → ".join(result.best_path if result is not None else []) or "-")]
     if others:
-        facts.append(("compared with", ", ".join(o.run_id for o in others)))
+        facts.append(("compared with (best first)", "; ".join(run_label(o) for o in by_result([run, *others]))))
     fact_rows = "".join(f"<tr><th>{e(str(k))}</th><td>{e(str(v))}</td></tr>" for k, v in facts)
-    captions = {"progress": "Best verified speedup vs hardware measurements spent",
+    captions = {"progress": "Best speedup vs hardware measurements spent (confirmed where confirmed)",
                 "tree": "Search tree by outcome (measured, verified, accepted, pruned, failed, dropped)",
                 "confusion": "Forecast bin vs measured bin",
                 "reliability": "Reliability of this run's forecasts"}
@@ -404,7 +486,7 @@ def render_html(run: RunData, others: Sequence[RunData], images: dict[str, str],
         f'<figure><a href="{name}.png"><img alt="{name}.png" src="data:image/png;base64,{images[name]}"></a>'
         f"<figcaption>{captions[name]} ({name}.png)</figcaption></figure>" for name in PLOTS if name in images)
     kernel_rows = "".join(
-        f"<tr><td><code>{k.hash[:8]}</code></td><td>{k.speedup:.3f}x</td><td>{(k.cv or 0):.1%}</td>"
+        f"<tr><td><code>{k.hash[:8]}</code></td><td>{e(k.shown.text())}</td><td>{(k.shown.cv or 0):.1%}</td>"
         f"<td>{e(k.intent)}</td><td>{e(k.geometry)}</td><td><details><summary>diff</summary>"
         f"<pre>{e(k.diff)}</pre></details></td></tr>" for k in top) or '<tr><td colspan="6">no correct kernel</td></tr>'
     bins = ", ".join(f"{b} {name}" for b, name in BIN_NAMES.items())
@@ -419,6 +501,8 @@ padding:8px;overflow-x:auto}}figcaption{{color:#555;font-size:.9em}}</style></he
 {figures}
 <h2>Forecasts</h2>{_scores(run.pairs)}<p style="font-size:.85em;color:#555">Bins: {e(bins)}.</p>
 <h2>Top kernels</h2>
+<p style="font-size:.85em;color:#555">Confirmed kernels first (by their confirmation), then first measurements;
+CV: of the first measurement's timings.</p>
 <table><tr><th>candidate</th><th>speedup</th><th>CV</th><th>intent</th><th>geometry</th><th>vs reference</th></tr>
 {kernel_rows}</table>
 </body></html>

@@ -31,7 +31,7 @@ from kernelcast.graphs.nodes import incumbent_of, standing
 from kernelcast.graphs.result import RunResult
 from kernelcast.graphs.session_graph import EXTERNAL, SessionCommand, SubmittedCandidate
 from kernelcast.session_views import (SessionResult, SessionStatus, SubmitOutput, Suggestions, parent_suggestion,
-                                      round_results)
+                                      round_results, shown_best)
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.records import RunRecord
 from kernelcast.tools.store import Store
@@ -359,7 +359,8 @@ def submit_candidates(session: str, parent: str | None,
         search = live.search()
         return SubmitOutput(session=live.session_id, parent=parent_key, results=results, spent=search.spent(),
                             budget=live.ctx.config.budget, measurements_left=search.loop_allowance(state),
-                            best_speedup=_incumbent(state) if state.get("best") else None)
+                            best_speedup=_incumbent(state) if state.get("best") else None,
+                            best=shown_best(live.store, live.session_id, state.get("best")))
 
 
 def session_status(session: str, *, home: Path | None = None) -> SessionStatus:
@@ -386,7 +387,7 @@ def session_status(session: str, *, home: Path | None = None) -> SessionStatus:
                              spent=store.measurement_totals(row.id)[0], measurements_left=left,
                              submissions=state.get("submissions", 0), counts=counts, best_hash=best,
                              best_speedup=row.best_speedup if finished else
-                             (standing(nodes[best]) if best else None),
+                             (standing(nodes[best]) if best else None), best=shown_best(store, row.id, best),
                              parent=None if finished else state.get("parent"),
                              last_round=round_results(store, row.id, state) if state else [],
                              folder=row.folder)

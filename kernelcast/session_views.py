@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from kernelcast.graphs.result import RunResult
+from kernelcast.graphs.result import RunResult, ShownSpeedup, shown_speedups
+from kernelcast.graphs.nodes import standing
 from kernelcast.graphs.session_graph import Verdict
 from kernelcast.tools.bins import BIN_NAMES
 from kernelcast.tools.measurement import HardwareSpec, Measurement
@@ -60,7 +61,8 @@ class MeasuredView(BaseModel):
     def text(self) -> str:
         if self.status != "correct":
             return f"{self.status}: {self.reason.splitlines()[0] if self.reason else ''}"
-        return f"correct, {self.speedup:.3f}x (bin {self.bin} {self.bin_name})"
+        which = "confirmation" if self.phase == "confirm" else "first measurement"
+        return f"correct, {self.speedup:.3f}x ({which}; bin {self.bin} {self.bin_name})"
 
 
 class CandidateResult(BaseModel):
@@ -113,13 +115,15 @@ class ParentSuggestion(BaseModel):
     build_options: list[str]
     params: dict[str, Any] | None = None
     speedup: float | None = None
-    speedup_kind: Literal["reference", "measured", "forecast"] = "reference"
+    speedup_kind: Literal["reference", "confirmed", "measured", "forecast"] = Field(
+        "reference", description="confirmed: its confirmation; measured: its first measurement; forecast: not measured")
     errors: list[str] = Field(default_factory=list, description="compile/runtime errors of it, its children and "
                                                                 "the last rejected submissions to it")
     siblings: list[SiblingView] = Field(default_factory=list, description="its children already tried")
 
     def text(self) -> str:
-        speed = f"{self.speedup:.3f}x ({self.speedup_kind})" if self.speedup else self.speedup_kind
+        kind = "first measurement" if self.speedup_kind == "measured" else self.speedup_kind
+        speed = f"{self.speedup:.3f}x ({kind})" if self.speedup else kind
         lines = [f"{'*' if self.selected else ' '} {self.hash[:8]} depth {self.depth} {self.outcome} {speed}: "
                  f"{self.intent}; {len(self.siblings)} children tried"]
         lines += [f"    error: {e.splitlines()[0][:160]}" for e in self.errors[:3]]
@@ -135,7 +139,8 @@ class Suggestions(BaseModel):
     spent: int
     measurements_left: int = Field(description="measurements the search may still spend (the verification "
                                                "reserve excluded)")
-    incumbent: float = Field(description="best measured speedup so far (1.0: the reference)")
+    incumbent: float = Field(description="the speedup the next round is judged against (1.0: the reference): the "
+                                         "best node's confirmation once it has one, else its first measurement")
 
     def text(self) -> str:
         head = (f"session {self.session} ({self.task} on {self.hardware.name}): {self.spent}/{self.budget} spent, "
@@ -151,6 +156,8 @@ class SubmitOutput(BaseModel):
     budget: int
     measurements_left: int
     best_speedup: float | None = None
+    best: ShownSpeedup | None = Field(default=None, description="the best node's speedup, confirmed or labelled "
+                                                                "a first measurement")
 
     def text(self) -> str:
         counts: dict[str, int] = {}
@@ -158,7 +165,8 @@ class SubmitOutput(BaseModel):
             counts[r.decision] = counts.get(r.decision, 0) + 1
         head = (f"session {self.session}: {len(self.results)} candidates for {self.parent[:8]}: "
                 + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-                + f"; {self.spent}/{self.budget} spent, {self.measurements_left} left for the search")
+                + f"; {self.spent}/{self.budget} spent, {self.measurements_left} left for the search"
+                + (f"; best {self.best.text()}" if self.best else ""))
         return "\n".join([head, *(r.text() for r in self.results)])
 
 
@@ -175,13 +183,16 @@ class SessionStatus(BaseModel):
     counts: dict[str, int] = Field(description="tree nodes by outcome (the root included)")
     best_hash: str | None = None
     best_speedup: float | None = None
+    best: ShownSpeedup | None = Field(default=None, description="the best node's speedup, confirmed or labelled "
+                                                                "a first measurement")
     parent: str | None = Field(default=None, description="the parent the search selected next (while awaiting)")
     last_round: list[CandidateResult] = Field(default_factory=list, description="the last submission's results")
     folder: str = ""
 
     def text(self) -> str:
-        best = f"best {self.best_speedup:.3f}x ({self.best_hash[:8]})" if self.best_hash and self.best_speedup \
-            else "no measured improvement yet"
+        best = (f"best {self.best.text()} ({self.best_hash[:8]})" if self.best_hash and self.best else
+                f"best {self.best_speedup:.3f}x ({self.best_hash[:8]})" if self.best_hash and self.best_speedup
+                else "no measured improvement yet")
         return (f"session {self.session}: {self.task}, {self.state}, router {self.router}, {self.spent}/{self.budget} "
                 f"spent ({self.measurements_left} left for the search), {self.submissions} submissions, {best}; "
                 + ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items())))
@@ -199,13 +210,17 @@ class SessionResult(BaseModel):
         r = self.result
         if not r.best_hash:
             return f"session {self.session} finished: no correct candidate was measured; report {self.report}"
-        interval = f" [{r.best_interval[0]:.3f}, {r.best_interval[1]:.3f}]" if r.best_interval else ""
-        return (f"session {self.session} finished: best {r.best_hash[:8]} {r.best_speedup:.3f}x{interval} "
-                f"({'confirmed' if r.confirmed else 'not confirmed'}; {r.verdict}); spent {r.spent}/{r.budget}; "
-                f"report {self.report}")
+        best = r.best.text() if r.best else f"{r.best_speedup:.3f}x"
+        return (f"session {self.session} finished: best {r.best_hash[:8]} {best} ({r.verdict}); "
+                f"spent {r.spent}/{r.budget}; report {self.report}")
 
 
 # ---- built from the state and the store ---------------------------------------------------------
+def shown_best(store: Store, run_id: str, key: str | None) -> ShownSpeedup | None:
+    """The shown speedup of node ``key`` of a run (None: no key, or no correct measurement of it)."""
+    return shown_speedups(store.measurements(run_id=run_id)).get(key) if key else None
+
+
 def _forecast_speedup(summary: ForecastSummary | None) -> float | None:
     return math.exp(summary["expected_log_speedup"]) if summary else None
 
@@ -263,7 +278,7 @@ def parent_suggestion(store: Store, state: SessionState, key: str, selected: boo
     if node["outcome"] == "root":
         speedup, kind = 1.0, "reference"
     elif node["speedup"]:
-        speedup, kind = node.get("confirmed") or node["speedup"], "measured"
+        speedup, kind = standing(node), "confirmed" if node["confirmed"] is not None else "measured"
     else:
         speedup, kind = _forecast_speedup(node["forecast"]), "forecast"
     children = [k for k, n in nodes.items() if n["parent"] == key]

@@ -39,9 +39,9 @@ def run_ids() -> list[str]:
 
 # ---- parsing -------------------------------------------------------------------------------
 def test_parse_command_maps_positionals_options_and_lists() -> None:
-    call = parse_command("/optimize saxpy --budget=5 --router topk --threshold 0.5 --sizes small")
+    call = parse_command("/optimize saxpy --budget=5 --router topk --sizes small")
     assert call == {"tool": "optimize_kernel", "arguments": {"task": "saxpy", "budget": 5, "router": "topk",
-                                                             "threshold": 0.5, "sizes": "small"}}
+                                                             "sizes": "small"}}
     assert parse_command("/compare a b c") == {"tool": "compare_runs", "arguments": {"run_ids": ["a", "b", "c"]}}
     assert parse_command("/report r1 --compare r2 --compare r3")["arguments"] == {"run_id": "r1",
                                                                                  "compare": ["r2", "r3"]}
@@ -117,7 +117,7 @@ def test_optimize_waits_for_approval_then_runs_and_the_run_is_browsable(home: Pa
     with ChatSession(on_event=lambda kind, payload: events.append((kind, payload))) as chat:
         reply = chat.send("/optimize saxpy --budget 3 --sizes small --router measure-all")
         assert reply.approval is not None
-        assert reply.approval["plan"] == {"task": "saxpy", "router": "measure-all", "budget": 3, "threshold": 0.6,
+        assert reply.approval["plan"] == {"task": "saxpy", "router": "measure-all", "budget": 3,
                                           "sizes": "small", "forecaster": "learned", "generator": "offline",
                                           "seed": 0}
         assert "Approve?" in reply.text

@@ -9,7 +9,14 @@ from kernelcast.console import fail
 app = typer.Typer()
 
 
-@app.command("mcp")
+def _help() -> str:
+    from kernelcast.chat_tools import TOOLS
+
+    return (f"Run the MCP server. Its {len(TOOLS)} tools: {', '.join(TOOLS)}. The session tools (start_session ... "
+            "finish_session) let an agent write the candidates while kernelcast spends the budget.")
+
+
+@app.command("mcp", help=_help())
 def mcp(
     transport: str = typer.Option("stdio", "--transport", help="stdio | http (streamable HTTP at /mcp)"),
     port: int = typer.Option(8765, "--port", help="HTTP port"),
@@ -22,8 +29,6 @@ def mcp(
     max_busy: int = typer.Option(1, "--max-busy", min=1, max=16,
                                  help="concurrent measure_kernel/optimize_kernel calls; more are refused as busy"),
 ) -> None:
-    """Run the MCP server: list_tasks, describe_task, measure_kernel, forecast_speedup, optimize_kernel, get_run,
-    list_runs."""
     if transport not in ("stdio", "http"):
         fail(f"--transport must be 'stdio' or 'http', got {transport!r}")
     if transport == "stdio" and (token or no_auth):

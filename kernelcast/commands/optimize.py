@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.live import Live
@@ -20,20 +20,26 @@ from kernelcast.graphs import events as ev
 from kernelcast.graphs.config import default, listed_router
 from kernelcast.graphs.errors import SearchFailed
 from kernelcast.graphs.events import logged, parse
-from kernelcast.graphs.result import RunResult
+from kernelcast.graphs.result import RunResult, ShownSpeedup, interval_text, ranked, shown_speedups, spend_text
 from kernelcast.graphs.routers import ROUTERS, router_spec
 from kernelcast.commands.stores import readable_store, store_exists
 from kernelcast.tools.worker import WorkerError
+
+if TYPE_CHECKING:
+    from kernelcast.throughput import Throughput
 
 app = typer.Typer()
 
 
 class LiveView:
-    """Budget, candidate counts and best speedup, updated on every graph event."""
+    """Budget, candidate counts and best speedup, updated on every graph event; with ``lines`` (output piped),
+    one line per measurement instead."""
 
-    def __init__(self, title: str, events: str | None) -> None:
+    def __init__(self, title: str, events: str | None, lines: bool = False) -> None:
         self.title = title
         self.events = events
+        self.lines = lines
+        self.run_id = ""
         self.state: dict[str, Any] = {"spent": 0, "budget": "?", "considered": 0, "counts": {}, "best_speedup": None}
         self.last = ""
         self.live: Live | None = None
@@ -41,6 +47,7 @@ class LiveView:
     def __call__(self, kind: str, payload: dict[str, Any]) -> None:
         if self.events == "jsonl":
             print(json.dumps({"event": kind, **payload}, default=str), flush=True)
+        self.run_id = str(payload["run_id"])  # every event of a run names it (RunContext.emit)
         event = parse(kind, payload)
         if isinstance(event, ev.Progress):
             self.state.update(spent=event.spent, budget=event.budget, considered=event.considered,
@@ -50,9 +57,9 @@ class LiveView:
         elif isinstance(event, ev.Spend):
             self.state["in_flight"] = f"{len(event.in_flight)} still running" if event.in_flight else "-"
             self.state["spent"] = event.spent
-            self.last = (f"measured {str(payload.get('candidate'))[:8]} ({event.phase}): {event.status}"
-                         + (f" {event.speedup:.3f}x" if event.speedup else "")
-                         + (f", {event.over_incumbent:.3f}x the incumbent beside it" if event.over_incumbent else ""))
+            self.last = spend_text(event, payload["candidate"])
+            if self.lines:
+                print(f"{event.spent}/{event.budget} {self.last}", flush=True)
         elif isinstance(event, ev.Learn):
             self.state["forecaster"] = event.model or event.error or ""
         if self.live is not None:
@@ -69,7 +76,7 @@ class LiveView:
         table.add_row("accepted unverified / pruned / dropped",
                       f"{counts.get('accepted', 0)} / {counts.get('pruned', 0)} / {counts.get('dropped', 0)}")
         best = s.get("best_speedup")
-        table.add_row("best verified speedup", f"{best:.3f}x" if best else "-")
+        table.add_row("best speedup (confirmed or first measurement)", f"{best:.3f}x" if best else "-")
         if s.get("forecaster"):
             table.add_row("forecaster", s["forecaster"])
         if s.get("in_flight"):
@@ -78,10 +85,15 @@ class LiveView:
         return table
 
 
-def print_result(result: Any) -> None:
+def print_result(result: RunResult, best: ShownSpeedup | None = None, rate: Throughput | None = None) -> None:
+    """A run's result; ``best``: the best node's shown speedup as the store has it now (default: the result's);
+    ``rate``: its throughput against the device's peaks (default: read from the store)."""
+    best = best or result.best
+    if rate is None and result.best_hash:
+        rate = _throughput(result.run_id, result.best_hash)
     table = Table(title=f"run {result.run_id}")
-    table.add_column("")
-    table.add_column("")
+    table.add_column("", no_wrap=True)
+    table.add_column("", overflow="fold")
     table.add_row("task / device", f"{result.task} / {result.device}")
     table.add_row("router, budget spent", f"{result.router}, {result.spent} of {result.budget}")
     table.add_row("stop reason", result.stop_reason)
@@ -90,12 +102,17 @@ def print_result(result: Any) -> None:
     if result.trust:
         table.add_row("forecasts and trust", result.trust)
     table.add_row("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(result.counts.items())))
-    if result.best_hash:
+    if result.best_hash and best is None:  # a run whose ledger is gone: what its summary recorded
+        table.add_row("best", f"{result.best_speedup or 0:.3f}x — {result.verdict}")
+    elif result.best_hash and best is not None:
         colour = "green" if result.significant else "yellow"
-        table.add_row("best (confirmed)" if result.confirmed else "best (measured once)",
-                      f"[{colour}]{result.best_speedup:.3f}x[/] — {result.verdict}")
-        table.add_row("first measurement", f"{result.first_speedup or 0:.3f}x (CV {result.best_cv or 0:.1%}), candidate "
-                                           f"{result.best_hash[:8]}, after {result.measurements_to_best} measurements")
+        table.add_row("best (confirmed)" if best.confirmed else "best (first measurement, not confirmed)",
+                      f"[{colour}]{best.speedup:.3f}x[/]" + (f" ({interval_text(best.interval)})" if best.confirmed
+                                                             and best.interval else "") + f" — {result.verdict}")
+        table.add_row("first measurement", f"{best.first:.3f}x (CV {best.cv or 0:.1%}), candidate "
+                                           f"{result.best_hash[:8]}, after {best.found_at} measurements")
+        if rate is not None:
+            table.add_row("throughput", rate.text())
         table.add_row("geometry", json.dumps(result.best_geometry))
         table.add_row("path", " → ".join(result.best_path))
     else:
@@ -105,8 +122,16 @@ def print_result(result: Any) -> None:
     console.print(report_note(result), highlight=False)
 
 
+def _throughput(run_id: str, key: str) -> Throughput | None:
+    from kernelcast.throughput import run_throughput
+
+    with readable_store() as store:
+        run = store.run(run_id)
+        return run_throughput(store, run, key) if run is not None else None
+
+
 def _drive(title: str, events: str | None, call: Any) -> Any:
-    view = LiveView(title, events)
+    view = LiveView(title, events, lines=events != "jsonl" and not sys.stdout.isatty())
     try:
         if events == "jsonl" or not sys.stdout.isatty():
             return call(view)
@@ -120,7 +145,8 @@ def _drive(title: str, events: str | None, call: Any) -> Any:
     except SearchFailed as exc:
         fail(str(exc), EXIT_FAILED)
     except KeyboardInterrupt:
-        console.print("[yellow]interrupted: `kernelcast resume RUN` continues where it stopped[/]")
+        run = view.run_id or "RUN (see `kernelcast runs`)"
+        console.print(f"[yellow]interrupted: `kernelcast resume {run}` continues where it stopped[/]", highlight=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
@@ -211,8 +237,12 @@ def runs(task: str | None = typer.Option(None, "--task"), limit: int = typer.Opt
 
 
 @app.command("show")
-def show(run_id: str = typer.Argument(...), as_json: bool = typer.Option(False, "--json")) -> None:
-    """Show one run: its result, and the decision taken for each candidate."""
+def show(run_id: str = typer.Argument(...), as_json: bool = typer.Option(False, "--json"),
+         measured: bool = typer.Option(False, "--measured", help="only the candidates measured on the hardware"),
+         top: int | None = typer.Option(None, "--top", min=1, help="only the N best candidates (confirmed first)"),
+         ) -> None:
+    """Show one run: its result, its best candidates, and the decision taken for each candidate (the
+    router's deferrals summarized)."""
     if not store_exists():
         fail(f"no run with id {run_id!r}: nothing has run yet ({get_settings().db_path} does not exist)")
     with readable_store() as store:
@@ -220,32 +250,67 @@ def show(run_id: str = typer.Argument(...), as_json: bool = typer.Option(False, 
         if run is None:
             fail(f"no run with id {run_id!r} (see `kernelcast runs`)")
         events = store.events(run.id)
+        ledger = store.measurements(run_id=run.id)
+        intents = store.intents(run.task)
     if as_json:
         print(json.dumps({**run.model_dump(mode="json"), "events": [e.model_dump(mode="json") for e in events]},
                          indent=1))
         return
+    shown = shown_speedups(ledger)
     result = RunResult.of_run(run)
     if result is not None:
-        print_result(result)
+        from kernelcast.throughput import run_throughput
+
+        with readable_store() as store:
+            rate = run_throughput(store, run, result.best_hash) if result.best_hash else None
+        print_result(result, shown.get(result.best_hash or ""), rate)
     else:
         console.print(f"run {run.id} is {run.status} ({run.spent} of {run.budget} measurements spent)")
+    best = ranked(shown)[:top] if top else ranked(shown)
+    if top:
+        tops = Table(title=f"top {len(best)} (confirmed first, then first measurements)")
+        for col in ("#", "candidate", "intent", "speedup"):
+            tops.add_column(col, overflow="fold")
+        for i, node in enumerate(best, start=1):
+            tops.add_row(str(i), node.candidate_hash[:16], intents.get(node.candidate_hash, ""), node.text())
+        console.print(tops)
+    keep = ({n.candidate_hash for n in best} if top else None)
+    if measured:
+        bought = {m.candidate_hash for m in ledger}
+        keep = bought if keep is None else keep & bought
     table = Table(title="decisions")
-    for col in ("seq", "event", "candidate", "detail"):
-        table.add_column(col)
+    for col in ("seq", "event", "candidate", "intent", "detail"):
+        table.add_column(col, overflow="fold")
+    deferred: set[str] = set()
+    drops = 0
     for item in logged(events):
         event = item.event
+        if keep is not None and item.candidate not in keep:
+            continue
+        if isinstance(event, ev.Route) and event.decision == "drop":
+            drops += 1
+            deferred.add(item.candidate or "")
+            continue
         if isinstance(event, ev.Route):
             label, detail = f"route:{event.decision}", event.reason
         elif isinstance(event, ev.Spend):
-            label, detail = f"spend:{event.phase}", f"{event.status} {f'{event.speedup:.3f}x' if event.speedup else ''}"
+            first = "confirmation" if event.phase == "confirm" else "first measurement"
+            label = f"spend:{event.phase}"
+            detail = f"{event.status} {f'{event.speedup:.3f}x ({first})' if event.speedup else ''}"
             if event.over_incumbent is not None:
                 detail += f", {event.over_incumbent:.3f}x the incumbent timed beside it"
         elif isinstance(event, ev.Confirm):
             label = "confirm:incumbent" if event.before_trust else "confirm"
-            detail = f"first {event.first or 0:.3f}x, confirmed {event.confirmed or 0:.3f}x {event.interval or ''}"
+            interval = f" ({interval_text((event.interval[0], event.interval[1]))})" if event.interval else ""
+            detail = f"first {event.first or 0:.3f}x, confirmed {event.confirmed or 0:.3f}x{interval}"
         elif isinstance(event, (ev.Verify, ev.Skip, ev.Leftover)):
             label, detail = event.kind, event.model_dump_json()
         else:
             continue
-        table.add_row(str(item.seq), label, (item.candidate or "")[:8], detail[:90])
+        key = item.candidate or ""
+        table.add_row(str(item.seq), label, key[:16], intents.get(key, "")[:40], detail[:160])
     console.print(table)
+    if drops:
+        console.print(f"{drops} route:drop decisions not listed: {len(deferred)} candidates deferred for want of a "
+                      "round's room (each routed again the next round; their later decisions are listed)",
+                      highlight=False)
