@@ -437,7 +437,8 @@ def forecast_candidate(task: Task, candidate: Candidate, forecaster: str = DEFAU
         return ForecastOutput(task=task.name, candidate=candidate.hash, forecaster=prov.forecaster, model=prov.model,
                               probabilities=list(fc.probabilities), predicted_bin=fc.predicted_bin,
                               bin_name=BIN_NAMES[fc.predicted_bin], confidence=fc.confidence,
-                              expected_speedup=math.exp(fc.expected_log_speedup), failed=fc.failed,
+                              expected_speedup=math.exp(prov.log_speedup_mean if prov.log_speedup_mean is not None
+                                                        else fc.expected_log_speedup), failed=fc.failed,
                               note=(f"uninformative: {prov.failure_reason}" if fc.failed else fc.reasoning[:500]))
 
 

@@ -248,6 +248,10 @@ def show(run_id: str = typer.Argument(...), as_json: bool = typer.Option(False, 
     with readable_store() as store:
         run = store.run(run_id)
         if run is None:
+            matches = [r.id for r in store.runs(limit=10_000) if r.id.startswith(run_id)]
+            if len(matches) > 1:
+                fail(f"run id {run_id!r} is ambiguous: it starts {len(matches)} runs ({', '.join(matches[:8])}"
+                     f"{', ...' if len(matches) > 8 else ''}); give more of it")
             fail(f"no run with id {run_id!r} (see `kernelcast runs`)")
         events = store.events(run.id)
         ledger = store.measurements(run_id=run.id)
