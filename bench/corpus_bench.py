@@ -1,0 +1,220 @@
+"""The routers on kernels nobody here wrote: the held-out suites of bench/corpus (issue 46).
+
+For each held-out kernel (``bench/corpus/manifest.toml``: split "held-out"), budget and seed, on one device in one
+session: kernelcast's selective, topk and measure-all routers each run the real graph (``start_run``, as
+``bench/router_bench.py`` does) in a fresh store, as a new user's would be (the forecaster knows the shipped seed
+dataset, which holds no held-out kernel: ``tests/test_corpus.py``, and the run's own measurements). A fourth arm,
+random order, measures ``budget`` candidates drawn uniformly from the proposals the same generator made in the
+selective run (every candidate its store holds but the reference), one measurement each with the harness: what the
+budget buys without a forecaster.
+
+Printed per kernel, budget and seed: each arm's best speedup (kernelcast's: the run's best, with its confirmation
+interval where it was confirmed, which may be below 1.0 when no candidate beat the reference; random: the best
+single measurement, 1.0 at least), selective / measure-all, the measurements selective needed to reach measure-all's
+best (within ``--tolerance``; its curve, as router_bench's, starts at the reference's 1.0), and the transformation
+families each arm measured. The roofline verdict the issue asks for here is not printed yet (issue 46 item 5).
+Then, per budget: the share of (kernel, seed) pairs where selective wins or ties measure-all (its best at
+least measure-all's, or their confirmation intervals overlap), the geometric mean of selective / measure-all and
+the median share of the budget selective needed to reach measure-all's best (the issue's targets: at least 90 %,
+1.25 at budget 8 and 1.10 at 24, at most half).
+
+    .venv/bin/python bench/corpus_bench.py --out bench/out/corpus                  # hours: 13 kernels x 2 x 3 x 4
+    .venv/bin/python bench/corpus_bench.py --tasks heteromark_fir --budgets 8 --seeds 1 --out /tmp/cb
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+import time
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from router_bench import first_reaching, spend_curve  # noqa: E402
+
+from kernelcast.graphs.config import RunConfig  # noqa: E402
+from kernelcast.graphs.context import RunEnv  # noqa: E402
+from kernelcast.graphs.run import start_run  # noqa: E402
+from kernelcast.tools.candidate import Candidate  # noqa: E402
+from kernelcast.tools.measurement import MeasureConfig  # noqa: E402
+from kernelcast.tools.store import Store  # noqa: E402
+from kernelcast.tools.task import Task, load_task  # noqa: E402
+from kernelcast.tools.worker import MeasurementWorker  # noqa: E402
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+ROUTERS = ("selective", "topk", "measure-all")
+RANDOM = "random order"
+ARMS = (*ROUTERS, RANDOM)
+
+
+def held_out_tasks() -> dict[str, Path]:
+    """The held-out kernels' task files by name, in manifest order."""
+    manifest = tomllib.loads((CORPUS / "manifest.toml").read_text())
+    split = {name: suite["split"] for name, suite in manifest["suites"].items()}
+    return {k["task"]: CORPUS / k["folder"] / "task.toml" for k in manifest["kernels"]
+            if split[k["suite"]] == "held-out"}
+
+
+def family_of(candidate: Candidate | None) -> str:
+    """The candidate's transformation family (``agents.families`` where this checkout has it; else the
+    generator that wrote it)."""
+    if candidate is None:
+        return "?"
+    try:
+        from kernelcast.agents.families import transformation_family
+    except ImportError:
+        return candidate.generator or "?"
+    return transformation_family(candidate)
+
+
+@dataclass
+class Arm:
+    best: float  # best speedup over the reference (1.0: nothing beat it)
+    spent: int
+    curve: list[float]  # best speedup after each measurement
+    families: dict[str, int]  # family -> measurements of it
+    interval: tuple[float, float] | None = None  # the best's confirmation interval, where it was confirmed
+    confirmed: bool = False
+    run: str = ""
+
+
+@dataclass
+class Row:
+    task: str
+    budget: int
+    seed: int
+    arms: dict[str, Arm] = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> float:
+        return self.arms["selective"].best / max(self.arms["measure-all"].best, 1e-9)
+
+    def wins_or_ties(self) -> bool:
+        sel, ma = self.arms["selective"], self.arms["measure-all"]
+        if sel.best >= ma.best:
+            return True
+        return bool(sel.interval and ma.interval and sel.interval[1] >= ma.interval[0])
+
+    def to_target(self, tolerance: float) -> int | None:
+        return first_reaching(self.arms["selective"].curve, self.arms["measure-all"].best, tolerance)
+
+
+def run_router(task: Task, router: str, budget: int, seed: int, sizes: str, out: Path) -> tuple[Arm, Store]:
+    home = out / task.name / f"{router}-b{budget}-s{seed}"
+    if any(home.glob("*.db")):
+        raise SystemExit(f"{home} holds an earlier bench's store: choose an empty --out")
+    home.mkdir(parents=True, exist_ok=True)
+    store = Store(home / "kernelcast.db")  # fresh: the seed dataset and the run itself, as a new user's
+    config = RunConfig(task=str(task.path), budget=budget, router=router, seed=seed, sizes=sizes,  # type: ignore[arg-type]
+                       forecaster="learned")
+    result = start_run(config, store, RunEnv(home))
+    families: dict[str, int] = {}
+    for m in store.measurements(run_id=result.run_id):
+        if m.phase not in ("confirm", "noise"):
+            name = family_of(store.candidate(m.candidate_hash))
+            families[name] = families.get(name, 0) + 1
+    interval = tuple(result.best_interval) if result.best_interval else None
+    return Arm(result.best_speedup or 1.0, result.spent, spend_curve(store, result.run_id), families,
+               interval, result.confirmed, result.run_id), store  # type: ignore[arg-type]
+
+
+def random_order(task: Task, pool: list[Candidate], budget: int, seed: int, sizes: str,
+                 worker: MeasurementWorker) -> Arm:
+    """``budget`` proposals drawn uniformly from ``pool``, measured once each."""
+    picked = random.Random(f"corpus-{task.name}-{seed}").sample(pool, min(budget, len(pool)))
+    best, curve, families = 1.0, [], {}
+    for candidate in picked:
+        m = worker.measure(task, candidate, MeasureConfig(sizes=sizes))
+        if m.ok and m.speedup:
+            best = max(best, m.speedup)
+        curve.append(best)
+        name = family_of(candidate)
+        families[name] = families.get(name, 0) + 1
+    return Arm(best, len(picked), curve, families)
+
+
+def line(row: Row, tolerance: float) -> str:
+    def shown(arm: Arm) -> str:
+        ci = f" [{arm.interval[0]:.2f}-{arm.interval[1]:.2f}]" if arm.interval else ""
+        return f"{arm.best:.2f}x{ci}{'' if arm.confirmed or arm is row.arms[RANDOM] else ' (unconfirmed)'}"
+
+    fams = "; ".join(f"{a}: " + ", ".join(f"{k} {v}" for k, v in sorted(row.arms[a].families.items()))
+                     for a in ("selective", "measure-all", RANDOM))
+    return (f"| {row.task} | {row.budget} | {row.seed} | " + " | ".join(shown(row.arms[a]) for a in ARMS)
+            + f" | {row.ratio:.2f} | {row.to_target(tolerance) or '-'} | {fams} |")
+
+
+def summary(rows: list[Row], budgets: list[int], tolerance: float) -> list[str]:
+    out = []
+    for budget in budgets:
+        at = [r for r in rows if r.budget == budget]
+        if not at:
+            continue
+        wins = sum(r.wins_or_ties() for r in at)
+        geo = math.exp(statistics.fmean(math.log(max(r.ratio, 1e-9)) for r in at))
+        reach = [(r.to_target(tolerance) or budget + 1) / budget for r in at]
+        out.append(f"budget {budget}: selective wins or ties measure-all on {wins} of {len(at)} (kernel, seed) pairs "
+                   f"({wins / len(at):.0%}; target 90 %); geometric mean selective / measure-all {geo:.2f} (target "
+                   f"{1.25 if budget <= 8 else 1.10}); median share of the budget to reach measure-all's best "
+                   f"{statistics.median(reach):.0%} (target <= 50 %; above 100 %: not reached)")
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    held = held_out_tasks()
+    parser.add_argument("--tasks", default=",".join(held), help="held-out corpus tasks, comma-separated")
+    parser.add_argument("--budgets", default="8,24")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--sizes", default="full", choices=["full", "small"])
+    parser.add_argument("--tolerance", type=float, default=0.03, help="noise margin for 'reached measure-all's best'")
+    parser.add_argument("--out", required=True, help="an empty folder: one fresh store per run, results.json")
+    args = parser.parse_args()
+    names = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    if unknown := [n for n in names if n not in held]:
+        parser.error(f"not held-out corpus tasks: {unknown} (held out: {', '.join(held)})")
+    budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[Row] = []
+    started = time.perf_counter()
+    head = ("| kernel | budget | seed | " + " | ".join(f"{a} best" for a in ARMS)
+            + " | selective / measure-all | selective's measurements to measure-all's best | families measured |")
+    with MeasurementWorker() as worker:
+        device = worker.hardware_spec().key
+        print(f"device {device}; sizes {args.sizes}; held-out kernels {', '.join(names)}", flush=True)
+        for name in names:
+            task = load_task(held[name])
+            for budget in budgets:
+                for seed in range(args.seeds):
+                    row = Row(name, budget, seed)
+                    stores = {}
+                    for router in ROUTERS:
+                        row.arms[router], stores[router] = run_router(task, router, budget, seed, args.sizes, out)
+                    pool = [c for c in stores["selective"].candidates(task.name) if c.generator != "reference"]
+                    row.arms[RANDOM] = random_order(task, pool, budget, seed, args.sizes, worker)
+                    for store in stores.values():
+                        store.close()
+                    rows.append(row)
+                    if len(rows) == 1:
+                        print(head + "\n|" + "---|" * (head.count("|") - 1))
+                    print(line(row, args.tolerance), flush=True)
+                    (out / "results.json").write_text(json.dumps({"device": device, "sizes": args.sizes,
+                                                                  "rows": [asdict(r) for r in rows]}, indent=1))
+    print()
+    for text in summary(rows, budgets, args.tolerance):
+        print(text)
+    print(f"total {time.perf_counter() - started:.0f} s on {device}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
