@@ -43,6 +43,19 @@ def llm_client(model: str | None, api_base: str | None = None, api_key: str | No
                      api_key=api_key or os.environ.get("KERNELCAST_API_KEY"))
 
 
+def local_forecaster(model: str) -> Forecaster:
+    """``local:PATH[#stated]``: a trained folder, GGUF or model folder run in process (needs the ``[train]`` extra);
+    ``#stated`` reads the probabilities it writes instead of its bin digits' (see :mod:`kernelcast.agents.local_forecaster`)."""
+    from kernelcast.agents.local_forecaster import LOCAL_PREFIX, LocalModelForecaster
+
+    path, _, mode = model.removeprefix(LOCAL_PREFIX).partition("#")
+    if not Path(path).expanduser().exists():
+        raise ValueError(f"no trained model at {path} (train one with `kernelcast forecaster train`)")
+    if mode not in ("", "digits", "stated"):
+        raise ValueError(f"unknown read mode {mode!r} in {model!r} (digits or stated)")
+    return LocalModelForecaster(str(Path(path).expanduser()), mode="stated" if mode == "stated" else "digits")
+
+
 SEED_DATASET = Path(__file__).parent / "data" / "seed_pairs.jsonl.gz"
 
 

@@ -81,9 +81,11 @@ def _prior(inputs: AgentInputs) -> Forecaster:
 
 def _llm_forecaster(mode: Literal["json", "logprobs"]) -> Callable[[AgentInputs], Forecaster]:
     def build(inputs: AgentInputs) -> Forecaster:
-        from kernelcast.agents.factory import llm_client
+        from kernelcast.agents.factory import llm_client, local_forecaster
         from kernelcast.agents.llm_forecaster import LLMForecaster
 
+        if inputs.model and inputs.model.startswith("local:"):  # a trained model, run in process
+            return local_forecaster(inputs.model)
         return LLMForecaster(llm_client(inputs.model, inputs.api_base), mode=mode)
 
     return build
@@ -109,7 +111,8 @@ FORECASTERS: dict[str, ForecasterSpec] = {spec.name: spec for spec in (
     ForecasterSpec("learned", "roofline prior blended with a forest trained on the store and the seed data, "
                    "corrected per task", needs_model=False, build=_learned),
     ForecasterSpec("prior", "the roofline prior alone", needs_model=False, build=_prior),
-    ForecasterSpec("llm", "an LLM answers with the 8 bin probabilities as JSON", needs_model=True,
+    ForecasterSpec("llm", "an LLM answers with the 8 bin probabilities as JSON; --model local:PATH runs a model "
+                   "trained by `kernelcast forecaster train` in process (its bin digits' probabilities)", needs_model=True,
                    build=_llm_forecaster("json")),
     ForecasterSpec("llm-logprobs", "an LLM's token log-probabilities of the bins", needs_model=True,
                    build=_llm_forecaster("logprobs")),

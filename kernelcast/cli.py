@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from kernelcast.commands import chat, dataset, forecast, init, mcp, measure, optimize, propose, report, tasks
+from kernelcast.commands import (chat, dataset, forecast, forecaster, init, mcp, measure, optimize, propose, report,
+                                 tasks)
 from kernelcast.logs import configure_logging
 from kernelcast.settings import get_settings
 
@@ -16,6 +17,7 @@ app = typer.Typer(
 )
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(dataset.app, name="dataset")
+app.add_typer(forecaster.app, name="forecaster")
 app.registered_commands += measure.app.registered_commands
 app.registered_commands += optimize.app.registered_commands
 app.registered_commands += propose.app.registered_commands

@@ -1,4 +1,5 @@
-"""Build the measured dataset the learned forecaster and the calibration report learn from.
+"""Build the measured dataset the learned forecaster and the calibration report learn from, and the training and
+evaluation sets of a forecaster model (:func:`forecaster_dataset`).
 
 Per task: a seeded pool of template points plus generic variants of the
 reference (work-group shapes, build options, unrolling) from the offline
@@ -10,11 +11,18 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Literal
 
+from kernelcast.agents.factory import SEED_DATASET, foreign_seed, measured_on_builtins
 from kernelcast.agents.generator import GenerationContext
+from kernelcast.agents.learned_forecaster import task_lookup
 from kernelcast.agents.offline_generator import OfflineGenerator
+from kernelcast.agents.training_data import (CORPUS_MANIFEST, DatasetManifest, build_rows, plan_split, suite_split,
+                                             write_dataset)
+from kernelcast.agents.training_prompt import MAX_SOURCE_CHARS
 from kernelcast.tools.candidate import Candidate
-from kernelcast.tools.measurement import MeasureConfig, Measurement
+from kernelcast.tools.measurement import HardwareSpec, MeasureConfig, Measurement
 from kernelcast.tools.store import Store
 from kernelcast.tools.task import Task
 from kernelcast.tools.measurer import Measurer
@@ -68,3 +76,27 @@ def build_dataset(tasks: Iterable[Task], store: Store, worker: Measurer, per_tas
             if on_progress is not None:
                 on_progress(task, cand, result, done_count, len(plan))
     return len(plan)
+
+
+# ---- training and evaluation sets for a forecaster model (kernelcast forecaster dataset) ----------------------
+def forecaster_dataset(store: Store | None, out: Path, include_seed: bool = True, eval_tasks: list[str] | None = None,
+                       eval_share: float = 0.3, seed: int = 0, corpus_manifest: Path = CORPUS_MANIFEST,
+                       max_source_chars: int = MAX_SOURCE_CHARS) -> DatasetManifest:
+    """Write ``train.jsonl``, ``eval.jsonl`` and ``manifest.json`` from the store's measured pairs (full sizes)
+    and, with ``include_seed``, the shipped seed dataset's; see :mod:`kernelcast.agents.training_data`."""
+    pairs: list[tuple[Candidate, Measurement, Literal["store", "seed"]]] = []
+    devices: dict[str, HardwareSpec] = {}
+    if store is not None:
+        pairs += [(c, m, "store") for c, m in store.measured_pairs(sizes="full")]
+        devices.update(store.devices())
+    if include_seed and SEED_DATASET.exists():
+        seed_pairs, seed_devices = foreign_seed(*Store.read_pairs(SEED_DATASET), devices)
+        pairs += [(c, m, "seed") for c, m in measured_on_builtins(seed_pairs)]
+        devices = {**seed_devices, **devices}
+    suites, held = suite_split(corpus_manifest)
+    rows, dropped = build_rows(pairs, devices, task_lookup(store), suites, max_source_chars)
+    if not rows:
+        raise ValueError("no correct measured pair to build a dataset from (measure some with `kernelcast dataset "
+                         "build` or an `optimize` run)")
+    plan = plan_split((r.task for r in rows), eval_tasks, eval_share, seed, suites, held)
+    return write_dataset(rows, plan, out, dropped, max_source_chars)

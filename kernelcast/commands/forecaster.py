@@ -1,0 +1,149 @@
+"""`kernelcast forecaster dataset|train|eval`: train a forecaster model on the store's own measurements.
+
+``train`` and ``eval`` of a model need the ``[train]`` extra (torch, transformers, peft, trl).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from kernelcast.agents.registry import FORECASTERS
+from kernelcast.agents.training_data import CORPUS_MANIFEST, read_jsonl
+from kernelcast.agents.training_prompt import MAX_SOURCE_CHARS
+from kernelcast.commands.stores import readable_store
+from kernelcast.console import console, fail
+
+app = typer.Typer(help="Train and evaluate a forecaster model on the store's measured pairs.", no_args_is_help=True)
+
+
+@app.command("dataset")
+def dataset(
+    out: Path = typer.Argument(..., help="folder for train.jsonl, eval.jsonl and manifest.json"),
+    eval_tasks: str | None = typer.Option(None, "--eval-tasks", help="comma-separated tasks held out (default: a "
+                                          "seeded share of the tasks, and every task of a held-out corpus suite)"),
+    eval_share: float = typer.Option(0.3, "--eval-share", min=0.0, max=1.0),
+    seed: int = typer.Option(0, "--seed"),
+    no_seed_data: bool = typer.Option(False, "--no-seed-data", help="only the store's pairs, not the shipped seed's"),
+    corpus_manifest: Path = typer.Option(CORPUS_MANIFEST, "--corpus-manifest", help="suites and their split"),
+    max_source_chars: int = typer.Option(MAX_SOURCE_CHARS, "--max-source-chars", help="per kernel in the prompt"),
+) -> None:
+    """Write the training and evaluation sets (comments stripped, split by task and suite, unique by candidate)."""
+    from kernelcast.dataset import forecaster_dataset
+
+    with readable_store() as store:
+        try:
+            manifest = forecaster_dataset(store, out, include_seed=not no_seed_data,
+                                          eval_tasks=[t.strip() for t in eval_tasks.split(",")] if eval_tasks else None,
+                                          eval_share=eval_share, seed=seed, corpus_manifest=corpus_manifest,
+                                          max_source_chars=max_source_chars)
+        except ValueError as exc:
+            fail(str(exc))
+    console.print(f"wrote {', '.join(f'{n} ({k} rows)' for n, k in manifest.files.items())} and manifest.json to {out}")
+    console.print(f"held out: {', '.join(manifest.split.eval_tasks) or 'none'} ({manifest.split.rule})")
+    if manifest.dropped:
+        console.print("left out: " + ", ".join(f"{k} {v}" for k, v in manifest.dropped.items()))
+
+
+@app.command("train")
+def train(
+    data: Path = typer.Argument(..., help="a dataset folder (its train.jsonl) or a .jsonl file"),
+    base: str = typer.Option(..., "--base", help="a .gguf file or a Hugging Face model folder"),
+    out: Path = typer.Option(..., "--out", help="the trained folder (rerun to resume from its checkpoints)"),
+    method: Literal["score", "grpo"] = typer.Option("score", "--method"),
+    loss: Literal["crps", "brier"] = typer.Option("crps", "--loss", help="score: the scoring rule minimized"),
+    reward: Literal["correctness", "brier", "crps"] = typer.Option("crps", "--reward", help="grpo: correctness, "
+                                                                    "or correctness + (1 - Brier / CRPS)"),
+    steps: int = typer.Option(50, "--steps", min=1),
+    max_seconds: float | None = typer.Option(None, "--max-seconds", help="stop after this much training time"),
+    batch_size: int = typer.Option(4, "--batch-size", min=1, help="score: examples per step"),
+    prompts_per_step: int = typer.Option(1, "--prompts-per-step", min=1, help="grpo: prompts per step (8 samples each)"),
+    lr: float | None = typer.Option(None, "--lr", help="default: 2e-4 (score), 4e-5 (grpo)"),
+    lora_rank: int | None = typer.Option(None, "--lora-rank", help="default: 16 (score), 32 (grpo)"),
+    checkpoint_every: int = typer.Option(10, "--checkpoint-every", min=1),
+    max_prompt_tokens: int = typer.Option(1024, "--max-prompt-tokens", min=16, help="score: longer prompts keep their end"),
+    limit: int | None = typer.Option(None, "--limit", help="train on the first N rows only"),
+    seed: int = typer.Option(0, "--seed"),
+    device: str | None = typer.Option(None, "--device", help="cpu or cuda (default: cuda when present)"),
+) -> None:
+    """Fine-tune a model's bin distribution on a proper scoring rule (score) or with calibration rewards (grpo)."""
+    rows = read_jsonl(data / "train.jsonl" if data.is_dir() else data)[:limit]
+    if not rows:
+        fail(f"{data} holds no training rows")
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console) as progress:
+        bar = progress.add_task(f"{method} training: loading {base}", total=steps)
+
+        def tick(record, total) -> None:  # noqa: ANN001
+            text = f"{method} step {record.step}: loss {record.loss:.4f}"
+            text += f", reward {record.reward:.3f}" if record.reward is not None else ""
+            progress.update(bar, completed=record.step, total=total, description=text)
+            if not console.is_terminal:
+                console.print(text)
+
+        try:
+            if method == "score":
+                from kernelcast.agents.score_training import ScoreConfig, train_score
+
+                metrics = train_score(ScoreConfig(
+                    base=base, out=out, loss=loss, steps=steps, max_seconds=max_seconds, batch_size=batch_size,
+                    lr=lr or 2e-4, lora_rank=lora_rank or 16, seed=seed, checkpoint_every=checkpoint_every,
+                    max_prompt_tokens=max_prompt_tokens, device=device), rows, tick)
+            else:
+                from kernelcast.agents.grpo_training import GRPOSettings, train_grpo
+
+                metrics = train_grpo(GRPOSettings(
+                    base=base, out=out, reward=reward, steps=steps, max_seconds=max_seconds,
+                    prompts_per_step=prompts_per_step, lr=lr or 4e-5, lora_rank=lora_rank or 32, seed=seed,
+                    checkpoint_every=checkpoint_every, device=device), rows, tick)
+        except (FileNotFoundError, ValueError) as exc:
+            fail(str(exc))
+    resumed = f", resumed from step {', '.join(map(str, metrics.resumed_from))}" if metrics.resumed_from else ""
+    console.print(f"trained {metrics.steps} steps in {metrics.wall_s:.1f} s (peak memory {metrics.peak_memory_mb:.0f} "
+                  f"MB{resumed}); use it with --forecaster llm --model local:{out}")
+
+
+@app.command("eval")
+def eval_(
+    data: Path = typer.Argument(..., help="a dataset folder (its eval.jsonl) or a .jsonl file"),
+    forecaster: str = typer.Option("llm", "--forecaster", "-f", help=" | ".join(FORECASTERS)),
+    model: str | None = typer.Option(None, "--model", help="local:PATH for a trained model, or a litellm model string"),
+    limit: int | None = typer.Option(None, "--limit", help="the first N rows only"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Score a forecaster on held-out rows: accuracy, within-1, Brier, CRPS, ECE, AURC, recovered speedup, and
+    whether its error falls as its confidence rises."""
+    from kernelcast.agents.learned_forecaster import task_lookup
+    from kernelcast.agents.registry import make_forecaster
+    from kernelcast.forecaster_eval import REPORT_ROWS, evaluate_forecaster
+
+    rows = read_jsonl(data / "eval.jsonl" if data.is_dir() else data)[:limit]
+    if not rows:
+        fail(f"{data} holds no evaluation rows")
+    with readable_store() as store:
+        try:
+            agent = make_forecaster(forecaster, store=store, device=rows[0].device, model=model)
+        except ValueError as exc:
+            fail(str(exc))
+        lookup = task_lookup(store)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, transient=True) as progress:
+            bar = progress.add_task(f"forecasting with {forecaster}", total=len(rows))
+            report = evaluate_forecaster(f"{forecaster}{' / ' + model if model else ''}", agent, rows, lookup,
+                                         lambda done, total: progress.update(bar, completed=done))
+    if as_json:
+        print(json.dumps(report.model_dump(), indent=2))
+        return
+    table = Table(title=f"{report.forecaster} on {report.n} held-out rows ({report.failed_forecasts} failed forecasts, "
+                  f"scored as uniform)")
+    table.add_column("metric")
+    table.add_column("value")
+    for label, key in REPORT_ROWS:
+        table.add_row(label, f"{getattr(report, key):.3f}")
+    console.print(table)
+
