@@ -81,11 +81,17 @@ def stage_of(store: Store, run_id: str) -> int:
     return sum(1 for e in store.events(run_id, kind="spend") if _is_correct_spend(e))
 
 
-def _device_decisions(store: Store, device: str) -> Iterable[tuple[str, RouteRecord, Measurement, int]]:
+ForecasterKey = tuple[str, str | None]  # (forecaster, model) as a run's config names them
+
+
+def _device_decisions(store: Store, device: str,
+                      forecaster: ForecasterKey | None = None) -> Iterable[tuple[str, RouteRecord, Measurement, int]]:
     """(the run's group, route record, the measurement that judges it, stage) of each measured decision in the
-    device's runs (the latest MAX_RUNS), oldest run first."""
+    device's runs (the latest MAX_RUNS), oldest run first; ``forecaster``: only the runs that forecast with it."""
     for run in reversed(store.runs(limit=MAX_RUNS)):
         if run.device != device:
+            continue
+        if forecaster is not None and (run.config.get("forecaster"), run.config.get("model")) != forecaster:
             continue
         group = group_of_run(run)
         for record, m, stage in _decisions(store, run.id):
@@ -117,18 +123,21 @@ def group_of_run(run: RunRecord) -> str:
 
 
 def trust_for(store: Store, device: str, stage: int, risk: float, replayed: bool = False, group: str = "",
-              trial_group: str = "") -> TrustThresholds:
+              trial_group: str = "", own_rows_of: ForecasterKey | None = None) -> TrustThresholds:
     """The thresholds for a decision at ``stage`` on ``device`` in a run on ``group`` (:func:`calibration_group`;
     "" : every task's rows):
     certified on the device's own rows of the same stage bucket, or (``replayed``, until the device has enough
     of them) on the seed's replayed rows, which the device's own record can refute; in both, the group's own
     rows alone when they are enough (:func:`kernelcast.agents.risk_control.certify_stage`). Replayed
     thresholds are tried on ``trial_group`` (the run's own group) before they are trusted: the audits of
-    replayed trust in its runs on the device decide (:func:`kernelcast.agents.risk_control.probation`)."""
+    replayed trust in its runs on the device decide (:func:`kernelcast.agents.risk_control.probation`).
+    ``own_rows_of``: a forecaster certified on its own record only (a trained model): the rows of the runs that
+    forecast with that (forecaster, model), never the seed's replay (made with the blended forecaster)."""
     bucket = stage_bucket(stage)
     rows: list[CalibrationRow] = []
     first_audits: dict[str, list[bool]] = {"prune": [], "accept": []}
-    for run_group, record, m, at in _device_decisions(store, device):
+    replayed = replayed and own_rows_of is None
+    for run_group, record, m, at in _device_decisions(store, device, own_rows_of):
         if stage_bucket(at) == bucket and (row := _row(run_group, record, m)) is not None:
             rows.append(row)
         if (run_group == trial_group and record.audit and record.trust_source == SEED_REPLAY

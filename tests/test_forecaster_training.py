@@ -280,3 +280,28 @@ def test_a_trained_model_forecasts_inside_a_real_optimize_run(tiny: Path, datase
     forecasts = store.forecasts(run_id=result.run_id)
     assert forecasts and all(f.model == model and not f.failed for f in forecasts), [f.provenance for f in forecasts]
     assert len({tuple(f.probabilities) for f in forecasts}) > 1, "forecasts depend on the candidate"
+
+
+def test_a_trained_model_is_certified_on_its_own_runs_rows_only(tmp_path: Path) -> None:
+    """Another forecaster's calibration rows (and the seed's replay, made with the blended forecaster) never
+    certify a trained model's routing: only the rows of runs that forecast with that very model do."""
+    from kernelcast.agents.risk_control import SEED_REPLAY
+    from kernelcast.graphs.events import Route
+    from kernelcast.graphs.trust import trust_for
+    from kernelcast.tools.store import Store
+    from tests.test_store import measurement
+
+    store = Store(tmp_path / "k.db")
+    mine = ("llm", "local:/models/mine")
+    runs = {"learned": store.create_run("saxpy", "dev", {"forecaster": "learned", "model": None}, 4),
+            "mine": store.create_run("saxpy", "dev", {"forecaster": mine[0], "model": mine[1]}, 4)}
+    for n, (who, run_id) in enumerate(sorted(runs.items())):
+        for i in range(3 if who == "mine" else 40):
+            child = f"{n}{i:063d}"
+            store.add_event(run_id, "route", Route(decision="measure", p_beat=0.05, incumbent=1.0).model_dump(),
+                            candidate_hash=child)
+            store.add_measurement(measurement(child, 0.5), run_id=run_id)
+    pooled = trust_for(store, "dev", 0, 0.1)
+    own = trust_for(store, "dev", 0, 0.1, replayed=True, own_rows_of=mine)
+    assert pooled.n_calibration == 43 and own.n_calibration == 3
+    assert own.source != SEED_REPLAY and own.prune_below is None  # three rows certify nothing
