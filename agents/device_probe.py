@@ -176,13 +176,27 @@ def store_costs(store: "Store", hw: HardwareSpec, costs: CpuCosts | None) -> Non
                            {"task": SIMD_TASK.parent.name})
 
 
+def stored_probe(store: "Store", hw: HardwareSpec, name: str) -> float | None:
+    """A stored probe's value when it is one the probe can have produced (a positive triad; a cost or a lane count
+    of zero or more, or :data:`UNAVAILABLE`), else None: a row that is missing, damaged or edited out of range is
+    probed again and overwritten, never trusted."""
+    value = store.device_probe(hw.key, name)
+    if value is None:
+        return None
+    if name == PROBE:
+        return value if value > 0 else None
+    if value == UNAVAILABLE or (value >= 0 and (name != SIMD_PROBE or value.is_integer())):
+        return value
+    return None
+
+
 def stored_bandwidth(store: "Store", hw: HardwareSpec) -> tuple[Bandwidth, bool] | None:
     """The probes a store holds for this device, and whether the launch costs were tried (their costs are None
     when they were not, or the device had none to give)."""
-    stored = store.device_probe(hw.key, PROBE)
-    if not stored:
+    stored = stored_probe(store, hw, PROBE)
+    if stored is None:
         return None
-    group, scatter, lanes = (store.device_probe(hw.key, key) for key in (WORK_GROUP_PROBE, SCATTER_PROBE, SIMD_PROBE))
+    group, scatter, lanes = (stored_probe(store, hw, key) for key in (WORK_GROUP_PROBE, SCATTER_PROBE, SIMD_PROBE))
     if group is None or scatter is None or lanes is None:  # lanes: a store from before the SIMD probe
         return Bandwidth(stored, "probe"), False
     costs = CpuCosts(group, scatter, int(lanes)) if min(group, scatter) >= 0 else None
@@ -212,4 +226,4 @@ def device_bandwidth(store: "Store | None", hw: HardwareSpec | None, worker: Mea
 
 __all__ = ["Bandwidth", "CpuCosts", "PROBE", "SCATTER_PROBE", "SIMD_PROBE", "UNAVAILABLE", "WORK_GROUP_PROBE",
            "bandwidth_from", "device_bandwidth", "guessed_bandwidth", "run_cost_probe", "run_probe", "run_simd_probe",
-           "store_costs", "store_probes", "stored_bandwidth"]
+           "store_costs", "store_probes", "stored_bandwidth", "stored_probe"]

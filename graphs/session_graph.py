@@ -10,6 +10,11 @@ become children of the parent exactly as :meth:`SearchNodes.generate` adds them;
 (forecast, route, measure, back up) is :class:`SearchNodes`' own, so the budget, the reserve, the
 router and "a measurement is stored before its checkpoint" hold as in any run. A submission with no
 valid candidate changes nothing and waits again. The session ends only when the caller says finish.
+
+A submission's ``params`` claim a template point, and a stored, measured point is one no generator proposes
+again: so a candidate with params is refused (reason ``params``) unless it is the task's template instantiated
+at them, the same kernel by identity (source, geometry, options). A caller cannot make a slow kernel of its own
+stand for a template point.
 """
 
 from __future__ import annotations
@@ -31,9 +36,11 @@ from kernelcast.graphs.nodes import SearchNodes, after_select, new_node
 from kernelcast.graphs.puct import EXPANDABLE
 from kernelcast.graphs.state import NodeRecord, SearchState, TreeEdit
 from kernelcast.tools.candidate import Candidate
+from kernelcast.tools.task import Task, TaskError
 
 WRONG_TASK = "wrong_task"  # a rejection reason of sessions only (the Validator's reasons are the others)
 MALFORMED = "malformed"
+PARAMS = "params"  # params that are not the submitted kernel's template point
 
 
 class SubmittedCandidate(BaseModel):
@@ -46,7 +53,9 @@ class SubmittedCandidate(BaseModel):
     build_options: list[str] = Field(default_factory=list, description="compiler options")
     intent: str = Field(default="", description="what the change is meant to do (shown in the search tree)")
     task: str | None = Field(default=None, description="the task the candidate was written for (checked when given)")
-    params: dict[str, Any] | None = Field(default=None, description="template point the source instantiates, if any")
+    params: dict[str, Any] | None = Field(default=None, description=(
+        "the template point the candidate is, if any: it must be the task's template instantiated at these values "
+        "(same source, geometry and options), or the candidate is refused"))
 
 
 class SessionCommand(BaseModel):
@@ -64,7 +73,8 @@ class Verdict(BaseModel):
     valid: bool
     hash: str | None = None
     intent: str = ""
-    reason: str = Field(default="", description="rejection reason code (a Validator reason, wrong_task or malformed)")
+    reason: str = Field(default="", description="rejection reason code (a Validator reason, wrong_task, malformed "
+                                                "or params)")
     detail: str = Field(default="", description="how it was validated, or why it was rejected")
 
 
@@ -145,6 +155,11 @@ class SessionNodes:
                 problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
                 verdicts.append(Verdict(index=index, valid=False, intent=intent, reason=MALFORMED, detail=problems))
                 continue
+            claim = params_problem(ctx.task, cand)
+            if claim:
+                verdicts.append(Verdict(index=index, valid=False, hash=cand.hash, intent=intent, reason=PARAMS,
+                                        detail=claim))
+                continue
             if validator.check(cand):
                 accepted.append(cand)
                 verdicts.append(Verdict(index=index, valid=True, hash=cand.hash, intent=intent,
@@ -170,6 +185,24 @@ class SessionNodes:
     def _summary(verdicts: list[Verdict]) -> str:
         valid = sum(1 for v in verdicts if v.valid)
         return f"{EXTERNAL}: submitted {len(verdicts)}, valid {valid}, rejected {len(verdicts) - valid}"
+
+
+def params_problem(task: Task, candidate: Candidate) -> str:
+    """Why ``candidate``'s params are not the template point it is ("" when it has none, or is the task's template
+    instantiated at them: the same identity). Stored params make a kernel count as that point's measurement, which
+    generators then skip, so only the template's own instantiation may carry them."""
+    if candidate.params is None:
+        return ""
+    claimed = ", ".join(f"{k}={v!r}" for k, v in sorted(candidate.params.items())) or "(none)"
+    try:
+        point = task.instantiate(candidate.params)
+    except TaskError as exc:
+        return f"params {claimed} name no template point: {exc}; submit the kernel without params"
+    if point.hash != candidate.hash:
+        return (f"params {claimed} claim template point {point.short}, but this kernel ({candidate.short}) is not the "
+                f"template instantiated there (source, geometry and options must be its own); submit it without "
+                "params, or the point itself")
+    return ""
 
 
 def after_await(state: SessionState) -> str:

@@ -98,12 +98,12 @@ def _listed() -> list[tuple[str, Any, Any]]:
     return list_devices()
 
 
-def _describe(index: str, platform: Any, device: Any, reason: str | None) -> DeviceStatus:
+def _describe(index: str, platform: Any, device: Any, reason: str) -> DeviceStatus:
     from kernelcast.tools.backends.opencl import device_spec
 
     spec = device_spec(platform, device)
     return DeviceStatus(index=index, key=spec.key, platform=spec.platform, name=spec.name, driver=spec.driver,
-                        device_type=spec.device_type, healthy=reason == "", reason=reason or "")
+                        device_type=spec.device_type, healthy=reason == "", reason=reason)
 
 
 def _probe_in_child(indices: list[str], source: str) -> dict[str, str]:
@@ -153,7 +153,7 @@ def probe_devices(store: Store | None = None, source: str = PROBE_SOURCE, refres
         if not refresh and memo_key in _memo:
             known[index] = _memo[memo_key]
         elif not refresh and store is not None and source == PROBE_SOURCE:
-            cached = store.probe_verdict(spec.key, spec.driver)
+            cached = store.probe_verdict(spec.key, spec.driver)  # None too for a damaged row: probed again
             if cached is not None:
                 known[index] = cached
     missing = [index for index in specs if index not in known]

@@ -168,6 +168,9 @@ class Measurement(BaseModel):
     speedup: float | None = None
     speedup_ci: tuple[float, float] | None = None  # 95 % bootstrap interval of the ratio of medians
     phase: str = "search"  # search | verify | confirm | noise: why the measurement was bought
+    # answered from a store by the replay measurer, not measured now: kept apart from live rows (only its own run
+    # reads it; no "already measured" set, noise floor, training or dataset counts it), never a live speedup
+    replayed: bool = False
     rival: RivalComparison | None = None  # set when MeasureConfig.rival was timed beside the candidate
     flags: list[str] = Field(default_factory=list)
     seeds: list[int] = Field(default_factory=list)

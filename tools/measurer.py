@@ -60,7 +60,8 @@ class Measurer(ABC):
     """Measures candidates of a task on one device model; see the module docstring for the guarantees."""
 
     backend: str
-    #: True when results come from stored data rather than hardware (a replay): callers must not store them as new.
+    #: True when results come from stored data rather than hardware (a replay): its answers carry ``replayed``,
+    #: which the store keeps apart from live measurements.
     simulated: bool = False
 
     @abstractmethod
@@ -559,7 +560,8 @@ class ReplayMeasurer(Measurer):
         return self.spec
 
     def stored(self, task: Task, sizes: str) -> dict[str, Measurement]:
-        """The latest stored measurement of each candidate of ``task`` on this device at ``sizes`` (one query)."""
+        """The latest stored measurement of each candidate of ``task`` on this device at ``sizes`` (one query):
+        live rows only (the store's reads outside a run), so a replay never answers with an earlier replay's."""
         rows = self.store.measurements(task=task.name, device=self.spec.key, sizes=sizes, fingerprint=task.fingerprint)
         # a search's answer is its first-phase measurement, never a later confirmation of the same kernel (the
         # confirmation re-measures the winner with more repetitions; replaying it earlier would change decisions)
@@ -568,14 +570,15 @@ class ReplayMeasurer(Measurer):
         return answers
 
     def lookup(self, task: Task, candidate: Candidate, config: MeasureConfig) -> Measurement:
-        """The latest stored measurement of this task, candidate, device and sizes, or a failure saying none is."""
+        """The latest stored measurement of this task, candidate, device and sizes, or a failure saying none is;
+        either marked ``replayed``: a stored number is not a live measurement, and a store keeps it apart."""
         answers = self._round if self._round is not None else self.stored(task, config.sizes)
         found = answers.get(candidate.hash)
         if found is not None:
-            return found
+            return found.model_copy(update={"replayed": True})
         return Measurement(task=task.name, task_fingerprint=task.fingerprint, candidate_hash=candidate.hash,
                            device=self.spec.key, sizes=config.sizes, status=Status.invalid, flags=[REPLAY_MISSING_FLAG],
-                           seeds=list(config.seeds), wall_ms=0.0,
+                           seeds=list(config.seeds), wall_ms=0.0, replayed=True,
                            reason=f"replay: candidate {candidate.short} of task {task.name} was never measured on "
                                   f"{self.spec.key} at sizes {config.sizes!r}; a replay can only answer stored "
                                   "measurements")

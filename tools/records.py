@@ -107,3 +107,25 @@ class MeasuredForecast(ForecastRecord):
     speedup: float | None = None
     true_bin: int = Field(description="the measured bin (0: a failed or incorrect candidate)")
     status: str = Field(description="the measurement's status")
+
+
+class ProbeVerdictRecord(_Record):
+    """A device's cached probe verdict (``device_probes``): "" healthy, else why the device is skipped. Strict:
+    a row whose reason is not text (NULL, a number) is no verdict at all, so it is probed again, never shown as
+    "skipped: None"."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
+
+    key: str
+    driver: str
+    reason: str
+    checked_at: str | None = None
+
+
+class DeviceProbeRecord(_Record):
+    """A once-per-device measurement kept in ``meta`` under ``probe:NAME:DEVICE`` (the triad bandwidth, launch
+    costs, SIMD lanes): its finite value, where it came from and when."""
+
+    value: float = Field(allow_inf_nan=False)
+    detail: dict[str, Any] = Field(default_factory=dict)
+    measured_at: str = ""

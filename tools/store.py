@@ -18,19 +18,23 @@ from datetime import datetime, UTC
 from pathlib import Path
 from urllib.parse import quote
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlite_utils
+from pydantic import BaseModel, ValidationError
 
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import HardwareSpec, Measurement
-from kernelcast.tools.records import EventRecord, ForecastRecord, MeasuredForecast, RunRecord
+from kernelcast.tools.records import (DeviceProbeRecord, EventRecord, ForecastRecord, MeasuredForecast,
+                                      ProbeVerdictRecord, RunRecord)
 from kernelcast.tools.task import Task
 
 __all__ = ["EventRecord", "ForecastRecord", "MeasuredForecast", "RunRecord", "SCHEMA_VERSION", "Store",
            "StoreError"]
 
-SCHEMA_VERSION = 3  # = len(MIGRATIONS); add a step there before changing the schema
+RecordT = TypeVar("RecordT", bound=BaseModel)
+
+SCHEMA_VERSION = 4  # = len(MIGRATIONS); add a step there before changing the schema
 
 
 def _now() -> str:
@@ -121,9 +125,11 @@ class Store:
                                             pk=("key", "driver"))
 
     def probe_verdict(self, key: str, driver: str) -> str | None:
-        """The cached verdict, or None when this device and driver were never probed."""
-        row = self.db.execute("select reason from device_probes where key = ? and driver = ?", [key, driver]).fetchone()
-        return None if row is None else str(row[0])
+        """The cached verdict, or None when this device and driver were never probed or the row is no verdict (a
+        NULL or non-text reason): the caller probes again and overwrites it."""
+        rows = self.db.query("select * from device_probes where key = ? and driver = ?", [key, driver])
+        record = next((_parsed(ProbeVerdictRecord, row) for row in rows), None)
+        return None if record is None else record.reason
 
     def devices(self) -> dict[str, HardwareSpec]:
         return {r["key"]: HardwareSpec.model_validate_json(r["spec"]) for r in self.db.table("devices").rows}
@@ -139,8 +145,11 @@ class Store:
             self.db.table("meta").upsert({"key": f"probe:{name}:{device}", "value": payload}, pk="key")
 
     def device_probe(self, device: str, name: str) -> float | None:
+        """The probe's value, or None when it was never stored or its row does not parse (not JSON, no finite
+        value): the caller probes again and overwrites it, rather than every forecast failing on it."""
         row = self.db.execute("select value from meta where key = ?", [f"probe:{name}:{device}"]).fetchone()
-        return float(json.loads(row[0])["value"]) if row else None
+        record = None if row is None else _parsed(DeviceProbeRecord, row[0])
+        return None if record is None else record.value
 
     def add_candidate(self, candidate: Candidate) -> str:
         """Insert once by content hash (first parent/intent wins); returns the hash."""
@@ -175,7 +184,7 @@ class Store:
         on_task, extra = _on_task(fingerprint, "m.")
         rows = self.db.query(
             "select distinct c.params from candidates c join measurements m on m.candidate_hash = c.hash "
-            f"where c.task = ? and m.device = ? and m.sizes = ? and c.params != 'null'{on_task}",
+            f"where c.task = ? and m.device = ? and m.sizes = ? and c.params != 'null'{on_task}{_live(None, 'm.')}",
             [task, device, sizes, *extra])
         return [json.loads(r["params"]) for r in rows]
 
@@ -189,17 +198,18 @@ class Store:
                 "ref_median_ns": m.reference.median_ns if m.reference else None,
                 "cand_median_ns": m.candidate.median_ns if m.candidate else None,
                 "cand_cv": m.candidate.cv if m.candidate else None, "flags": json.dumps(m.flags),
-                "run_id": run_id, "data": m.model_dump_json(), "created_at": m.created_at})
+                "run_id": run_id, "data": m.model_dump_json(), "created_at": m.created_at, "replayed": int(m.replayed)})
             return int(table.last_pk or 0)
 
     def measurements(self, task: str | None = None, device: str | None = None, candidate_hash: str | None = None,
                      run_id: str | None = None, sizes: str | None = None,
                      fingerprint: str | None = None) -> list[Measurement]:
         """Measurements matching every filter given; ``fingerprint``: only those measured on the task with
-        that fingerprint (:func:`_on_task`), not another task file of the same name."""
+        that fingerprint (:func:`_on_task`), not another task file of the same name. Replayed rows only in a
+        run's own reads (:func:`_live`)."""
         where, args = _where(task=task, device=device, candidate_hash=candidate_hash, run_id=run_id, sizes=sizes)
         on_task, extra = _on_task(fingerprint)
-        where = (where or "where 1") + on_task
+        where = (where or "where 1") + on_task + _live(run_id)
         return [Measurement.model_validate_json(r["data"])
                 for r in self.db.query(f"select data from measurements {where} order by id", [*args, *extra])]
 
@@ -214,17 +224,19 @@ class Store:
                            fingerprint: str | None = None) -> Measurement | None:
         on_task, extra = _on_task(fingerprint)
         rows = list(self.db.query("select data from measurements where candidate_hash = ? and device = ? and sizes = ?"
-                                  f"{on_task} order by id desc limit 1", [candidate_hash, device, sizes, *extra]))
+                                  f"{on_task}{_live(None)} order by id desc limit 1",
+                                  [candidate_hash, device, sizes, *extra]))
         return Measurement.model_validate_json(rows[0]["data"]) if rows else None
 
     def measured_pairs(self, device: str | None = None, sizes: str = "full",
                        run_id: str | None = None) -> list[tuple[Candidate, Measurement]]:
         """Every (candidate, latest measurement) pair: the learned forecaster's training data.
 
-        With ``run_id``, only that run's measurements (the latest of each within the run).
+        With ``run_id``, only that run's measurements (the latest of each within the run); without, live ones only
+        (:func:`_live`).
         """
         where, args = _where(device=device, sizes=sizes, run_id=run_id, prefix="m.")
-        in_run = "where run_id = ? " if run_id is not None else ""
+        in_run = "where run_id = ? " if run_id is not None else f"where 1{_live(None)} "
         latest = (f"m.id in (select max(id) from measurements {in_run}group by candidate_hash, device, sizes, "
                   "json_extract(data, '$.task_fingerprint'))")  # two tasks of one name may share a kernel
         where = f"{where} and {latest}" if where else f"where {latest}"
@@ -265,7 +277,8 @@ class Store:
         round, and one measurement must not count once per round); forecasts outside a run, every one."""
         where, args = _where(forecaster=forecaster, model=model, task=task, run_id=run_id, prefix="f.")
         join_cond = ("join measurements m on m.id = (select max(id) from measurements mm where "
-                     "mm.candidate_hash = f.candidate_hash and mm.device = f.device and mm.sizes = 'full')")
+                     "mm.candidate_hash = f.candidate_hash and mm.device = f.device and mm.sizes = 'full'"
+                     f"{_live(None, 'mm.')})")
         last = ("(f.run_id is null or f.id in (select max(id) from forecasts where run_id is not null "
                 "group by run_id, candidate_hash, device, forecaster, model))")
         where = f"{where} and {last}" if where else f"where {last}"
@@ -460,6 +473,22 @@ def _on_task(fingerprint: str | None, prefix: str = "") -> tuple[str, list[Any]]
     return f" and ({field} is null or {field} = ?)", [fingerprint]
 
 
+def _parsed(model: type[RecordT], row: Any) -> RecordT | None:
+    """A cached row as its record, or None when it does not parse (a JSON text or a row): a cache is repaired by
+    doing the work again, never trusted damaged."""
+    try:
+        return model.model_validate_json(row) if isinstance(row, str | bytes) else model.model_validate(row)
+    except ValidationError:
+        return None
+
+
+def _live(run_id: str | None, prefix: str = "") -> str:
+    """An SQL condition (" and ...", to append) keeping live measurements, not replayed ones
+    (``Measurement.replayed``), unless the read is one run's own (``run_id`` given): a replay run reads back what
+    it replayed; the "already measured" sets, noise floor, training, measured points and datasets never do."""
+    return "" if run_id is not None else f" and {prefix}replayed = 0"
+
+
 def _row_to_candidate(row: dict[str, Any]) -> Candidate:
     return Candidate(task=row["task"], source=row["source"], global_size=json.loads(row["global_size"]),
                      local_size=json.loads(row["local_size"]), build_options=json.loads(row["build_options"]),
@@ -511,5 +540,12 @@ def _v3_run_calibration_group(db: sqlite_utils.Database) -> None:
         db.table("runs").add_column("calibration_group", str)
 
 
+def _v4_replayed_measurements(db: sqlite_utils.Database) -> None:
+    """Whether a measurement was replayed from a store rather than measured (``Measurement.replayed``): reads
+    outside its run skip such rows. Older rows read as live (a replay stored them as such before)."""
+    if "replayed" not in db.table("measurements").columns_dict:
+        db.table("measurements").add_column("replayed", int, not_null_default=0)
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1_base, _v2_probes_and_run_owners,
-                                                             _v3_run_calibration_group]
+                                                             _v3_run_calibration_group, _v4_replayed_measurements]
