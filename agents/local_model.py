@@ -59,6 +59,11 @@ def load_base(spec: str | Path, device: str = "cpu") -> LoadedModel:
         raise FileNotFoundError(f"{spec}: neither a .gguf file nor a model folder")
     tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, **kwargs).to(device)
+    if "gguf_file" in kwargs:  # its weights are de-quantized floats: train them as such (Trainer refuses "GGUF")
+        model.hf_quantizer = None
+        model.is_quantized = False
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.config.pad_token_id = tokenizer.pad_token_id
