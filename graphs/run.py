@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import structlog
 
+from kernelcast.agents.forecast import Forecaster
+from kernelcast.agents.generator import Generator
 from kernelcast.agents.registry import EXTERNAL, make_forecaster, make_generator
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunContext, RunEnv
 from kernelcast.graphs.errors import RunError
 from kernelcast.graphs.graph import execute
+from kernelcast.graphs.nodes import confirm_reserve
 from kernelcast.graphs.result import RunResult
 from kernelcast.graphs.trust import calibration_group
 from kernelcast.tools.measurement import MeasureConfig
@@ -18,19 +21,46 @@ from kernelcast.tools.measurer import Measurer, make_measurer
 
 log = structlog.get_logger(__name__)
 
+MAX_BUDGET = 1_000_000  # measurements; a budget is stored as an SQLite integer, and a million takes days
 
-def build_context(run_id: str, config: RunConfig, store: Store, env: RunEnv, measurer: Measurer) -> RunContext:
-    """The run's context; it records what the run's calibration rows are kept under on every start and resume
-    (a run begun before groups were recorded gets one when it is resumed)."""
+
+def check_startable(config: RunConfig) -> None:
+    """What the configuration must hold before anything starts (a ``ValueError`` naming the option): so no
+    run row is left behind by an option that could never run, and no run "finishes" having spent nothing."""
+    least = 1 + confirm_reserve({}, config)  # one search measurement, plus the confirmation kept for the best
+    if config.budget < least:
+        raise ValueError(f"--budget {config.budget} leaves nothing to search: a run keeps {least - 1} measurement "
+                         f"to confirm its best, so the minimum budget is {least}")
+    if config.budget > MAX_BUDGET:
+        raise ValueError(f"--budget {config.budget} is more than a run may spend (at most {MAX_BUDGET:,} "
+                         "measurements)")
+    if config.seed < 0:
+        raise ValueError(f"--seed must be 0 or more, got {config.seed}")
+    if config.parallel < 1 and not config.replay:
+        raise ValueError(f"--parallel must be at least 1 (measurements in flight), got {config.parallel}")
+
+
+def make_agents(config: RunConfig, store: Store, env: RunEnv, measurer: Measurer) -> tuple[Generator, Forecaster]:
+    """The run's generator and forecaster (an unknown name or a missing model raises here)."""
+    task = resolve_task(config.task)
+    generator = make_generator(config.generator, worker=measurer, model=config.model, api_base=env.api_base)
+    training = Store(config.training_db) if config.training_db else store
+    forecaster = make_forecaster(config.forecaster, store=training, device=measurer.hardware_spec().key,
+                                 model=config.model, api_base=env.api_base,
+                                 exclude_task=task.name if config.leave_task_out else None, worker=measurer)
+    return generator, forecaster
+
+
+def build_context(run_id: str, config: RunConfig, store: Store, env: RunEnv, measurer: Measurer,
+                  agents: tuple[Generator, Forecaster] | None = None) -> RunContext:
+    """The run's context (``agents``: made already, see :func:`make_agents`); it records what the run's
+    calibration rows are kept under on every start and resume (a run begun before groups were recorded gets
+    one when it is resumed)."""
     task = resolve_task(config.task)
     group = calibration_group(task)
     store.update_run(run_id, calibration_group=group)
     hardware = measurer.hardware_spec()
-    generator = make_generator(config.generator, worker=measurer, model=config.model, api_base=env.api_base)
-    training = Store(config.training_db) if config.training_db else store
-    forecaster = make_forecaster(config.forecaster, store=training, device=hardware.key, model=config.model,
-                                 api_base=env.api_base, exclude_task=task.name if config.leave_task_out else None,
-                                 worker=measurer)
+    generator, forecaster = agents or make_agents(config, store, env, measurer)
     return RunContext(run_id=run_id, config=config, task=task, store=store, measurer=measurer, generator=generator,
                       forecaster=forecaster, hardware=hardware, env=env, calibration_group=group,
                       measure_config=MeasureConfig(sizes=config.sizes, timeout_s=env.measure_timeout_s))
@@ -46,6 +76,7 @@ def open_measurer(config: RunConfig, backend: str, store: Store) -> Measurer:
 
 
 def start_run(config: RunConfig, store: Store, env: RunEnv, run_id: str | None = None) -> RunResult:
+    check_startable(config)
     task = resolve_task(config.task)  # fail fast on an unknown task, before a run row exists
     config = config.for_task(task, config.task if _is_builtin(config.task) else str(task.path))
     with open_measurer(config, task.backend, store) as measurer:
@@ -53,9 +84,10 @@ def start_run(config: RunConfig, store: Store, env: RunEnv, run_id: str | None =
         # a broken task or device stops here, before a run exists
         for note in measurer.check_reference(task, config.sizes, env.measure_timeout_s):
             log.warning(note, task=task.name)
+        agents = make_agents(config, store, env, measurer)  # a missing model stops here too, before a run exists
         run_id = store.create_run(task.name, hardware.key, config.model_dump(), config.budget, run_id=run_id)
         store.update_run(run_id, folder=str(env.folder(run_id)))
-        ctx = build_context(run_id, config, store, env, measurer)
+        ctx = build_context(run_id, config, store, env, measurer, agents)
         return execute(ctx, env.checkpoints)
 
 

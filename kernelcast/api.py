@@ -19,7 +19,7 @@ from kernelcast.settings import get_settings
 from kernelcast.tools.candidate import Candidate, candidate_from_file, candidate_from_source
 from kernelcast.tools.measurement import HardwareSpec, Measurement, MeasureConfig
 from kernelcast.tools.store import Store
-from kernelcast.tools.task import Task, resolve_task
+from kernelcast.tools.task import Task, read_kernel_file, resolve_task
 from kernelcast.tools.measurer import Measurer, make_measurer
 
 if TYPE_CHECKING:
@@ -79,8 +79,17 @@ def make_candidate(task: Task, candidate: Candidate | str | Path | None = None,
         return task.reference()
     text = str(candidate)
     if "\n" not in text and Path(text).exists():
-        return candidate_from_file(text, task)
+        return candidate_file(text, task)
     return candidate_from_source(task, text)
+
+
+def candidate_file(path: str | Path, task: Task, global_size: list[str] | None = None,
+                   local_size: list[str] | None = None, build_options: list[str] | None = None) -> Candidate:
+    """A candidate from a file a user names (a kernel source or a candidate .json): checked first to be a
+    regular file under the source size limit, so a directory, a FIFO or ``/dev/zero`` is a one-line
+    ``ValueError``, never a traceback, a hang or a read until memory runs out."""
+    read_kernel_file(path, f"candidate file {path}")
+    return candidate_from_file(str(path), task, global_size, local_size, build_options)
 
 
 def measure(task: str | Path | Task, candidate: Candidate | str | Path | None = None,

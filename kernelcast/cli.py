@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import typer
 
 from kernelcast.commands import (chat, dataset, forecast, forecaster, init, mcp, measure, optimize, propose, report,
@@ -31,6 +33,10 @@ app.registered_commands += init.app.registered_commands
 @app.callback()
 def main() -> None:
     configure_logging(get_settings().log_level)
+    # SIGINT stops every command, also when a shell started it in the background (which ignores SIGINT for it):
+    # a run is then marked interrupted and its measurement worker killed, not left spinning in a hung kernel
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 if __name__ == "__main__":

@@ -29,8 +29,8 @@ from kernelcast.tools.records import (DeviceProbeRecord, EventRecord, ForecastRe
                                       ProbeVerdictRecord, RunRecord)
 from kernelcast.tools.task import Task
 
-__all__ = ["EventRecord", "ForecastRecord", "MeasuredForecast", "RunRecord", "SCHEMA_VERSION", "Store",
-           "StoreError"]
+__all__ = ["DamagedRow", "EventRecord", "ForecastRecord", "InvalidRunId", "MeasuredForecast", "RunRecord",
+           "SCHEMA_VERSION", "Store", "StoreError"]
 
 RecordT = TypeVar("RecordT", bound=BaseModel)
 
@@ -43,6 +43,18 @@ def _now() -> str:
 
 class StoreError(RuntimeError):
     """The store file is unusable (wrong schema version, not a database)."""
+
+
+class DamagedRow(StoreError):
+    """One row does not parse (bad JSON, an unknown status: written by hand or by another program); listings
+    leave it out and say so, a read of that row is this error."""
+
+
+class InvalidRunId(ValueError):
+    """A run id that no run can have (far too long): bad input, not a store problem."""
+
+
+MAX_RUN_ID_CHARS = 1024  # ids are "<task>-<time>-<16 hex>"; LIKE patterns over 50,000 bytes fail in SQLite
 
 
 class Store:
@@ -62,7 +74,10 @@ class Store:
                 raise StoreError(f"{path}: not a usable kernelcast database ({exc})") from None
         else:
             if str(path) != ":memory:":
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise StoreError(f"{path}: its folder cannot be created ({exc.strerror or exc})") from None
             conn = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 30000")
         self.db = sqlite_utils.Database(conn)
@@ -72,10 +87,29 @@ class Store:
             conn.execute("PRAGMA synchronous = NORMAL")
             self._migrate()
         except sqlite3.DatabaseError as exc:
+            if not read_only and str(path) != ":memory:" and not all(
+                    os.access(p, os.W_OK) for p in (self.path, self.path.parent) if p.exists()):
+                raise self._not_writable(exc) from None  # SQLite cannot make its journal beside the file
             raise StoreError(f"{path}: not a usable kernelcast database ({exc})") from None
 
     def close(self) -> None:
         self.db.conn.close()
+
+    def check_writable(self) -> None:
+        """Raise :class:`StoreError` unless this store can be written: SQLite opens a file it may not write
+        (read-only file, immutable, a folder without room for the journal) read-only without a word, and the
+        first write would fail in the middle of a command, after the hardware was spent. A write that changes
+        nothing, rolled back."""
+        try:
+            self.db.conn.execute("delete from meta where 0")
+        except sqlite3.Error as exc:
+            raise self._not_writable(exc) from None
+        finally:
+            self.db.conn.rollback()
+
+    def _not_writable(self, exc: sqlite3.Error) -> StoreError:
+        return StoreError(f"{self.path}: the database cannot be written ({' '.join(str(exc).split())}); commands "
+                          "that record need a writable database file and folder")
 
     # ---- schema ---------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -312,11 +346,17 @@ class Store:
         """The typed run with its live status: a "running" run whose owner is gone is "interrupted"; spent is
         read from the measurements. The one place a runs row is parsed."""
         row = dict(row)
-        if row["status"] in ("running", "interrupted", "failed"):  # a finished run recorded its own total
-            row["spent"] = self.measurement_totals(row["id"])[0]
-        if row["status"] == "running" and not _owner_alive(row):
-            row["status"] = "interrupted"
-        return RunRecord.model_validate(row)
+        try:
+            if row["status"] in ("running", "interrupted", "failed"):  # a finished run recorded its own total
+                row["spent"] = self.measurement_totals(row["id"])[0]
+            if row["status"] == "running" and not _owner_alive(row):
+                row["status"] = "interrupted"
+            return RunRecord.model_validate(row)
+        except ValueError as exc:  # a ValidationError, or a heartbeat that is no time
+            problem = (f"field '{'.'.join(map(str, exc.errors()[0]['loc']))}': {exc.errors()[0]['msg']}"
+                       if isinstance(exc, ValidationError) else str(exc))
+            raise DamagedRow(f"{self.path}: the row of run {str(row.get('id'))[:80]!r} does not parse "
+                             f"({' '.join(problem.split())[:200]})") from None
 
     def update_run(self, run_id: str, **fields: Any) -> None:
         if "summary" in fields and not isinstance(fields["summary"], str):
@@ -328,6 +368,9 @@ class Store:
         """The run with this id, or the only run whose id starts with it (wildcards are literal)."""
         if not run_id.strip():
             return None
+        if len(run_id) > MAX_RUN_ID_CHARS:
+            raise InvalidRunId(f"not a valid run id ({len(run_id):,} characters; run ids are at most "
+                               f"{MAX_RUN_ID_CHARS:,}): see `kernelcast runs`")
         pattern = run_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         rows = list(self.db.query("select * from runs where id = ? or id like ? escape '\\' "
                                   "order by created_at desc limit 2", [run_id, pattern]))
@@ -339,10 +382,23 @@ class Store:
         return self._run_record(rows[0])
 
     def runs(self, task: str | None = None, limit: int = 50) -> list[RunRecord]:
-        """The most recent runs first (ties in creation time: the later inserted first)."""
+        """The most recent runs first (ties in creation time: the later inserted first); rows that do not parse
+        are left out (:meth:`run_listing` names them)."""
+        return self.run_listing(task, limit)[0]
+
+    def run_listing(self, task: str | None = None, limit: int = 50) -> tuple[list[RunRecord], list[DamagedRow]]:
+        """:meth:`runs`, and what is wrong with each row among them that does not parse (left out: one
+        damaged row never stops a listing)."""
         where, args = _where(task=task)
         query = f"select * from runs {where} order by created_at desc, rowid desc limit ?"
-        return [self._run_record(r) for r in self.db.query(query, [*args, limit])]
+        records: list[RunRecord] = []
+        damaged: list[DamagedRow] = []
+        for row in self.db.query(query, [*args, limit]):
+            try:
+                records.append(self._run_record(row))
+            except DamagedRow as exc:
+                damaged.append(exc)
+        return records, damaged
 
     def add_event(self, run_id: str, kind: str, payload: dict[str, Any] | None = None,
                   candidate_hash: str | None = None) -> int:

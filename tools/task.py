@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import re
+import stat
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator,
-                      model_validator)
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, StrictInt, Tag, ValidationError,
+                      field_validator, model_validator)
 
 from kernelcast.tools.expr import ExpressionError, evaluate, evaluate_int, names_in
 from kernelcast.tools.kernel_signature import KernelParam, KernelSignatureError, kernel_params
@@ -174,8 +176,8 @@ class TaskSpec(_Strict):
     source: str
     entry: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     args: list[Arg] = Field(min_length=1)
-    sizes: dict[str, int]
-    small_sizes: dict[str, int] | None = None
+    sizes: dict[str, StrictInt]  # strict: TOML's true is no size (lax pydantic reads it as 1)
+    small_sizes: dict[str, StrictInt] | None = None
     launch: Launch
     tolerance: Tolerance = Tolerance()
     template: Template | None = None
@@ -509,18 +511,52 @@ def _read_source(task_path: Path, rel: str, field: str) -> str:
                         "(symlinks resolved); keep sources beside the task file")
     if not src.is_file():
         raise TaskError(f"{task_path}: field '{field}': source file {rel!r} not found next to the task file")
-    size = src.stat().st_size
-    if size > MAX_SOURCE_BYTES:
-        raise TaskError(f"{task_path}: field '{field}': source file {rel!r} is {size} bytes; the limit is "
-                        f"{MAX_SOURCE_BYTES} bytes ({MAX_SOURCE_BYTES // 1024} KiB)")
     try:
-        text = src.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        raise TaskError(f"{task_path}: field '{field}': source file {rel!r} cannot be read as UTF-8 text") from None
+        text = read_kernel_file(src, f"{task_path}: field '{field}': source file {rel!r}")
+    except SourceFileError as exc:
+        raise TaskError(str(exc)) from None
     problem = confinement_problem(text)
     if problem:
         raise TaskError(f"{task_path}: field '{field}': {problem}")
     return text
+
+
+class SourceFileError(ValueError):
+    """A kernel source or candidate file that cannot be read as one: the message names the file and why."""
+
+
+def read_kernel_file(path: str | Path, label: str | None = None) -> str:
+    """The text of a kernel source or candidate file that a user names: a regular file (a directory, FIFO or
+    device is refused without reading it: opened non-blocking, so a FIFO with no writer cannot hang the
+    caller), at most :data:`MAX_SOURCE_BYTES` read (``/dev/zero`` cannot fill the memory), UTF-8.
+    :class:`SourceFileError` (a ``ValueError``) otherwise, starting with ``label`` (default: the path)."""
+    label = label or f"file {path}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise SourceFileError(f"{label} not found") from None
+    except OSError as exc:
+        raise SourceFileError(f"{label} cannot be opened ({exc.strerror or exc})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file (a FIFO, socket or device)"
+            raise SourceFileError(f"{label} is {kind}; name a kernel source or candidate .json file")
+        with open(fd, "rb", closefd=False) as fh:
+            data = fh.read(MAX_SOURCE_BYTES + 1)
+    except OSError as exc:
+        raise SourceFileError(f"{label} cannot be read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_SOURCE_BYTES:
+        size = f"{info.st_size} bytes" if info.st_size > MAX_SOURCE_BYTES else f"more than {MAX_SOURCE_BYTES} bytes"
+        raise SourceFileError(f"{label} is {size}; the limit is {MAX_SOURCE_BYTES} bytes "
+                              f"({MAX_SOURCE_BYTES // 1024} KiB)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SourceFileError(f"{label} cannot be read as UTF-8 text") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as Path.read_text reads
 
 
 def _check_expressions(task: Task) -> None:

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from multiprocessing.connection import Connection
@@ -24,16 +25,45 @@ from kernelcast.tools.backends.opencl import split_selector
 from kernelcast.tools.device_probe import DeviceStatus, choose_device
 from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import HardwareSpec, Measurement, MeasureConfig, Status
-from kernelcast.tools.task import Task, TaskError
+from kernelcast.tools.task import BufferArg, Task, TaskError
 
 if TYPE_CHECKING:
     from kernelcast.tools.store import Store
 
 STARTUP_TIMEOUT_S = 60.0
+PARENT_POLL_S = 0.5  # how often the worker's watchdog looks whether its parent is still there
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class WorkerError(RuntimeError):
     """The worker could not start or answered with an error that is not a measurement outcome."""
+
+
+def die_with_parent(parent_pid: int, parent_death_signal: bool) -> None:
+    """The worker never outlives the process it measures for (a kernel that hangs would otherwise spin on
+    every core, re-parented to init, after its parent was killed with SIGKILL or SIGTERM).
+
+    ``parent_death_signal`` (Linux; only when the parent started the worker from its main thread, since the
+    kernel sends it when the forking *thread* ends): the kernel kills the worker with SIGKILL when the parent
+    dies, with no help from Python. Always: a watchdog thread that kills the worker once its parent pid changes
+    (re-parenting), for workers started from other threads (pool slots, server threads) and other systems; it
+    needs the GIL, which the OpenCL runtime releases while a kernel runs. A parent already gone: exit now."""
+    if parent_death_signal and sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # the watchdog below still holds
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_S)
+        os.kill(os.getpid(), signal.SIGKILL)  # no cleanup: a hung kernel cannot be unwound anyway
+
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
 def _serve(conn: Connection, backend: str, device: str | None) -> None:
@@ -110,14 +140,20 @@ class MeasurementWorker:
         # stderr is kept in a file: after a crash its tail (e.g. "LLVM ERROR: ...") explains why
         self._stderr = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "kernelcast.tools.worker", str(child_sock.fileno()), self.backend, opened or ""],
+            [sys.executable, "-m", "kernelcast.tools.worker", str(child_sock.fileno()), self.backend, opened or "",
+             str(os.getpid()), "1" if threading.current_thread() is threading.main_thread() else "0"],
             pass_fds=[child_sock.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
             preexec_fn=_no_core_dumps,
             env={**os.environ, "PYTHONPATH": _import_root() + os.pathsep + os.environ.get("PYTHONPATH", "")},
         )
         child_sock.close()
         parent = self._conn = Connection(parent_sock.detach())
-        if not parent.poll(STARTUP_TIMEOUT_S):
+        try:
+            started = parent.poll(STARTUP_TIMEOUT_S)
+        except BaseException:  # interrupted while the worker starts: it goes too
+            self._kill()
+            raise
+        if not started:
             self._kill()
             raise WorkerError(f"measurement worker did not start within {STARTUP_TIMEOUT_S:.0f} s")
         try:
@@ -197,12 +233,16 @@ class MeasurementWorker:
                 self.restarts += 1
                 return "timeout", f"killed after the hard time limit of {timeout_s:.0f} s (kernel hang or too slow)"
             return self._conn.recv()
-        except (EOFError, OSError, BrokenPipeError):
+        except (EOFError, OSError):
             code = self._kill()
             self.restarts += 1
             tail = self._stderr_tail()
             return "crash", (f"the measurement process died ({_describe_exit(code)}): device compiler or runtime crash"
                              + (f"; it printed: {tail}" if tail else ""))
+        except BaseException:  # an interrupt (Ctrl-C, SIGINT) while waiting: the worker goes at once, not later
+            self._kill()  # (its late reply would answer the next request, and a hung kernel never returns)
+            self.restarts += 1
+            raise
 
     def measure(self, task: Task, candidate: Candidate, config: MeasureConfig | None = None) -> Measurement:
         config = config or MeasureConfig()
@@ -229,6 +269,7 @@ class MeasurementWorker:
         come back, such as outputs the reference writes only in part): :class:`TaskError`
         for a task-file problem (exit 2; a reference that does not finish in time is one), :class:`WorkerError`
         when the device cannot run it (exit 3)."""
+        self._check_memory(task, sizes)
         kind, value = self._request("check_reference", (task, sizes), timeout_s)
         if kind == "ok":
             return list(value)
@@ -242,6 +283,18 @@ class MeasurementWorker:
             raise TaskError(f"{task.path}: the reference kernel crashed the runtime ({value}); the task's shapes "
                             "may be too small for the reference's launch")
         raise WorkerError(f"{kind}: {value}" if kind in ("timeout", "crash") else str(value))
+
+    def _check_memory(self, task: Task, sizes: str) -> None:
+        """:class:`TaskError` when the task's buffers at ``sizes`` do not fit the device's global memory, before
+        anything is allocated (a task file's 7 TiB buffer passed validation, then its host inputs were allocated)."""
+        from kernelcast.tools.harness import buffer_bytes
+
+        spec = self.start()
+        values = task.sizes("small" if sizes == "small" else "full")
+        need = sum(buffer_bytes(arg, values) for arg in task.spec.args if isinstance(arg, BufferArg))
+        if spec.global_mem_bytes and need > spec.global_mem_bytes:
+            raise TaskError(f"{task.path}: its buffers at {sizes} sizes take {need / 2**30:,.1f} GiB; the device "
+                            f"({spec.name}) has {spec.global_mem_bytes / 2**30:.1f} GiB of global memory")
 
     def build(self, task: Task, candidate: Candidate, timeout_s: float = 60.0) -> tuple[str, str]:
         """Compile only: ("ok", "") or (status, reason) for validation of proposals."""
@@ -288,4 +341,5 @@ def _describe_exit(code: int | None) -> str:
 
 
 if __name__ == "__main__":
+    die_with_parent(int(sys.argv[4]), sys.argv[5] == "1")
     _serve(Connection(int(sys.argv[1])), sys.argv[2], sys.argv[3] or None)

@@ -7,8 +7,7 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from kernelcast import api
-from kernelcast.commands.stores import readable_store
+from kernelcast.commands.stores import readable_store, writable_store
 from kernelcast.console import EXIT_DEVICE, console, fail
 from kernelcast.settings import get_settings
 from kernelcast.tools.measurement import MeasureConfig
@@ -35,6 +34,12 @@ def build(
     """Measure a pool of candidates per task into the store; rerun to continue where it stopped."""
     from kernelcast.dataset import build_dataset
 
+    if per_task < 1:
+        fail(f"--per-task must be at least 1 (candidates per task), got {per_task}")
+    if limit is not None and limit < 1:
+        fail(f"--limit must be at least 1 (new measurements), got {limit}")
+    if parallel < 1:
+        fail(f"--parallel must be at least 1 (measurements in flight), got {parallel}")
     try:
         if tasks:
             chosen = [resolve_task(t.strip()) for t in tasks.split(",") if t.strip()]
@@ -45,14 +50,13 @@ def build(
     backends = {t.backend for t in chosen}
     if len(backends) != 1:
         fail("these tasks need different backends (OpenCL and CUDA): build their datasets in two runs")
-    store = api.open_store()
     settings = get_settings()
     config = MeasureConfig(sizes=sizes, timeout_s=settings.measure_timeout_s)
     counts = {"correct": 0, "failed": 0}
     try:
-        measurer = make_measurer(backends.pop(), device or settings.device, parallel=parallel, ray=ray, store=store,
-                                 share_device=share_device)
-        with measurer as worker, Progress(
+        with writable_store() as store, make_measurer(
+                backends.pop(), device or settings.device, parallel=parallel, ray=ray, store=store,
+                share_device=share_device) as worker, Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
             console=console,
         ) as progress:
@@ -96,5 +100,6 @@ def import_(path: Path = typer.Argument(..., help="a file written by `kernelcast
     """Load measured pairs from another store (skips pairs already present)."""
     if not path.exists():
         fail(f"{path} not found")
-    n = api.open_store().import_pairs(path)
+    with writable_store() as store:
+        n = store.import_pairs(path)
     console.print(f"imported {n} measured pairs from {path}")

@@ -31,6 +31,8 @@ def mcp(
 ) -> None:
     if transport not in ("stdio", "http"):
         fail(f"--transport must be 'stdio' or 'http', got {transport!r}")
+    if transport == "http" and not 1 <= port <= 65535:
+        fail(f"--port must be a TCP port from 1 to 65535, got {port}")
     if transport == "stdio" and (token or no_auth):
         fail("--token and --no-auth apply to --transport http only (stdio has no network listener)")
     from kernelcast.mcp_server import McpConfigError, run

@@ -9,11 +9,11 @@ import typer
 from rich.table import Table
 
 from kernelcast import api
-from kernelcast.commands.stores import readable_store, store_exists
+from kernelcast.commands.stores import readable_store, store_exists, writable_store
 from kernelcast.console import EXIT_DEVICE, EXIT_FAILED, console, fail
 from kernelcast.settings import get_settings
 from kernelcast.tools.bins import BIN_NAMES
-from kernelcast.tools.candidate import Candidate, candidate_from_file
+from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.measurement import Measurement, MeasureConfig
 from kernelcast.tools.store import Store
 from kernelcast.tools.task import TaskError
@@ -43,8 +43,8 @@ def candidate_from_options(task_obj, candidate: str | None, params: list[str], g
                            local_size: str | None, build_options: str) -> Candidate:
     """The candidate named on the command line: a file (with optional geometry), a template point, or the reference."""
     if candidate:
-        return candidate_from_file(candidate, task_obj, global_size.split(",") if global_size else None,
-                                   local_size.split(",") if local_size else None, build_options.split())
+        return api.candidate_file(candidate, task_obj, global_size.split(",") if global_size else None,
+                                  local_size.split(",") if local_size else None, build_options.split())
     return api.make_candidate(task_obj, None, parse_params(params) if params else None)
 
 
@@ -87,9 +87,10 @@ def measure(
         fail("--sizes must be 'full' or 'small'")
     config = MeasureConfig(sizes=sizes, timeout_s=get_settings().measure_timeout_s)
     try:
-        with console.status(f"measuring {task_obj.name} candidate {cand.short} ({sizes} size)...",
-                            spinner="dots") if not as_json else nullcontext():
-            result = api.measure(task_obj, cand, device=device, config=config)
+        with writable_store() as store, console.status(
+                f"measuring {task_obj.name} candidate {cand.short} ({sizes} size)...",
+                spinner="dots") if not as_json else nullcontext():
+            result = api.measure(task_obj, cand, device=device, config=config, store=store)
     except WorkerError as exc:
         fail(str(exc), EXIT_DEVICE)
     except TaskError as exc:

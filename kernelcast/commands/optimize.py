@@ -7,12 +7,13 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 import typer
+from pydantic import ValidationError
 from rich.live import Live
 from rich.table import Table
 
 from kernelcast import api
 from kernelcast.agents.registry import FORECASTERS, SELECTABLE_GENERATORS, forecaster_spec, generator_spec
-from kernelcast.console import EXIT_DEVICE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, console, fail
+from kernelcast.console import EXIT_DEVICE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, console, err_console, fail
 from kernelcast.report import report_note
 from kernelcast.settings import get_settings
 from kernelcast.tools.task import TaskError
@@ -22,7 +23,7 @@ from kernelcast.graphs.errors import SearchFailed
 from kernelcast.graphs.events import logged, parse
 from kernelcast.graphs.result import RunResult, ShownSpeedup, interval_text, ranked, shown_speedups, spend_text
 from kernelcast.graphs.routers import ROUTERS, router_spec
-from kernelcast.commands.stores import readable_store, store_exists
+from kernelcast.commands.stores import readable_store, store_exists, writable_store
 from kernelcast.tools.worker import WorkerError
 
 if TYPE_CHECKING:
@@ -138,6 +139,8 @@ def _drive(title: str, events: str | None, call: Any) -> Any:
         with Live(view.render(), console=console, refresh_per_second=4) as live:
             view.live = live
             return call(view)
+    except ValidationError as exc:  # an option out of range: one line, not pydantic's report
+        fail("; ".join(f"field '{'.'.join(map(str, e['loc']))}': {e['msg']}" for e in exc.errors()), EXIT_USAGE)
     except (TaskError, ValueError) as exc:
         fail(str(exc), EXIT_USAGE)
     except WorkerError as exc:
@@ -192,11 +195,12 @@ def optimize(
         fail("--events takes 'jsonl'")
     if not 0.0 < risk < 1.0:
         fail(f"--risk must be between 0 and 1 (exclusive), got {risk}")
-    result = _drive(f"optimizing {task} ({router}, budget {budget})", events, lambda view: api.optimize(
-        task, budget=budget, router=router, threshold=threshold, generator=generator, forecaster=forecaster,
-        model=model, device=device, seed=seed, sizes=sizes, measure_per_round=k, on_event=view,
-        learn_online=learn_online, risk=risk, parallel=parallel, ray=ray, share_device=share_device,
-        trust_seed_replay=seed_replay, audit_share=audit_share))
+    with writable_store() as store:
+        result = _drive(f"optimizing {task} ({router}, budget {budget})", events, lambda view: api.optimize(
+            task, budget=budget, router=router, threshold=threshold, generator=generator, forecaster=forecaster,
+            model=model, device=device, seed=seed, sizes=sizes, measure_per_round=k, on_event=view,
+            learn_online=learn_online, risk=risk, parallel=parallel, ray=ray, share_device=share_device,
+            trust_seed_replay=seed_replay, audit_share=audit_share, store=store))
     if events == "jsonl":
         print(json.dumps({"event": "result", **result.model_dump()}), flush=True)
     else:
@@ -209,7 +213,8 @@ def resume(run_id: str = typer.Argument(...), events: str | None = typer.Option(
     from kernelcast.graphs.run import RunError
 
     try:
-        result = _drive(f"resuming {run_id}", events, lambda view: api.resume(run_id, on_event=view))
+        with writable_store() as store:
+            result = _drive(f"resuming {run_id}", events, lambda view: api.resume(run_id, on_event=view, store=store))
     except RunError as exc:
         fail(str(exc))
     if events == "jsonl":
@@ -225,7 +230,7 @@ def runs(task: str | None = typer.Option(None, "--task"), limit: int = typer.Opt
         console.print(f"no runs yet ({get_settings().db_path} does not exist)", highlight=False)
         return
     with readable_store() as store:
-        records = store.runs(task=task, limit=limit)
+        records, damaged = store.run_listing(task=task, limit=limit)
     table = Table(title=f"runs in {get_settings().db_path}")
     for col in ("id", "task", "status", "router", "spent/budget", "best speedup", "created"):
         table.add_column(col)
@@ -234,6 +239,9 @@ def runs(task: str | None = typer.Option(None, "--task"), limit: int = typer.Opt
         table.add_row(run.id, run.task, run.status, listed_router(run), f"{run.spent}/{run.budget}", best,
                       run.created_at[:19])
     console.print(table)
+    if damaged:
+        err_console.print(f"[yellow]warning:[/] left out {len(damaged)} run row(s) that do not parse; the first: "
+                          f"{damaged[0]}", highlight=False)
 
 
 @app.command("show")

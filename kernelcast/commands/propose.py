@@ -11,7 +11,7 @@ from kernelcast import api
 from kernelcast.agents.generator import ProposalReport
 from kernelcast.agents.registry import DEFAULT_GENERATOR, SELECTABLE_GENERATORS
 from kernelcast.console import EXIT_DEVICE, EXIT_FAILED, console, fail
-from kernelcast.tools.candidate import Candidate, candidate_from_file
+from kernelcast.tools.candidate import Candidate
 from kernelcast.tools.store import StoreError
 from kernelcast.tools.task import Task, TaskError
 from kernelcast.tools.worker import WorkerError
@@ -59,7 +59,7 @@ def propose(
     """Propose new candidates (children of the parent), validate them, and write them to a folder."""
     try:
         task_obj = api.as_task(task)
-        parent_cand = candidate_from_file(parent, task_obj) if parent else task_obj.reference()
+        parent_cand = api.candidate_file(parent, task_obj) if parent else task_obj.reference()
         with console.status(f"proposing {n} candidate(s) for {task_obj.name} with {generator}...", spinner="dots"):
             proposals = api.propose(task_obj, parent_cand, generator=generator, n=n, model=model, seed=seed,
                                     device=device, compile_check=compile_check)
