@@ -46,12 +46,13 @@ class GRPOSettings(BaseModel):
     device: str | None = None
 
 
-def reward_function(kind: Reward) -> Callable[..., list[float]]:
+def reward_function(kind: Reward) -> Callable[..., list[float | None]]:
     """TRL's reward callable: each completion's paper reward against its row's true bin."""
     rule = REWARD_KINDS[kind]
 
-    def calibration_reward(prompts: list[Any], completions: list[Any], true_bin: list[int], **_: Any) -> list[float]:
-        out = []
+    def calibration_reward(prompts: list[Any], completions: list[Any], true_bin: list[int],
+                           **_: Any) -> list[float | None]:
+        out: list[float | None] = []
         for completion, truth in zip(completions, true_bin):
             text = completion if isinstance(completion, str) else completion[-1]["content"]
             answer = parse_answer(text)
@@ -85,7 +86,7 @@ def train_grpo(settings: GRPOSettings, rows: Sequence[TrainingRow], on_step: Pro
     started = time.perf_counter()
     history: list[StepRecord] = []
 
-    class Budget(TrainerCallback):  # type: ignore[misc]
+    class Budget(TrainerCallback):
         def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **_: Any) -> None:
             if logs and "loss" in logs:
                 record = StepRecord(step=state.global_step, loss=float(logs["loss"]), reward=logs.get("reward"),

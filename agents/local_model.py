@@ -58,7 +58,8 @@ def load_base(spec: str | Path, device: str = "cpu") -> LoadedModel:
     else:
         raise FileNotFoundError(f"{spec}: neither a .gguf file nor a model folder")
     tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, **kwargs).to(device)
+    model: Any = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, **kwargs)
+    model = model.to(device)
     if "gguf_file" in kwargs:  # its weights are de-quantized floats: train them as such (Trainer refuses "GGUF")
         model.hf_quantizer = None
         model.is_quantized = False
