@@ -57,9 +57,10 @@ def test_comments_that_state_a_speedup_never_reach_the_prompt_or_the_rows() -> N
     assert "3.7x" not in stripped and "4x" not in stripped and "2.5x" not in stripped and "faster" not in stripped
     assert "y[i] = a * x[i] + y[i];" in stripped and "__kernel void saxpy" in stripped  # the code itself is intact
     prompt = forecast_prompt(task, candidate, _hardware())
-    assert "3.7x" not in prompt and "faster" not in prompt and "y[i] = a * x[i] + y[i];" in prompt
+    assert "3.7x" not in prompt and "4x" not in prompt and "2.5x" not in prompt and "tuned by hand" not in prompt
+    assert "y[i] = a * x[i] + y[i];" in prompt
 
-    m = Measurement(task=task.name, candidate_hash=candidate.hash, device=_hardware().key, status=Status.correct,
+    m = Measurement(task=task.name, candidate_hash=candidate.hash, device=_hardware().key, sizes="full", status=Status.correct,
                     speedup=3.7, task_fingerprint=task.fingerprint)
     rows, dropped = build_rows([(candidate, m, "store")], {_hardware().key: _hardware()}, lambda name: task)
     assert not dropped and len(rows) == 1
