@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -13,11 +15,23 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kernelcast import api
 from kernelcast.agents.registry import FORECASTERS
 from kernelcast.agents.training_data import CORPUS_MANIFEST, read_jsonl
 from kernelcast.agents.training_prompt import MAX_SOURCE_CHARS
 from kernelcast.commands.stores import readable_store
+from kernelcast.tools.store import Store
 from kernelcast.console import console, fail
+
+@contextmanager
+def _store_or_none() -> Iterator[Store | None]:
+    """The configured store, read-only; None where there is none yet (the seed data and built-in tasks suffice)."""
+    if not api.has_store():
+        yield None
+        return
+    with readable_store() as store:
+        yield store
+
 
 app = typer.Typer(help="Train and evaluate a forecaster model on the store's measured pairs.", no_args_is_help=True)
 
@@ -36,7 +50,7 @@ def dataset(
     """Write the training and evaluation sets (comments stripped, split by task and suite, unique by candidate)."""
     from kernelcast.dataset import forecaster_dataset
 
-    with readable_store() as store:
+    with _store_or_none() as store:
         try:
             manifest = forecaster_dataset(store, out, include_seed=not no_seed_data,
                                           eval_tasks=[t.strip() for t in eval_tasks.split(",")] if eval_tasks else None,
@@ -125,7 +139,7 @@ def eval_(
     rows = read_jsonl(data / "eval.jsonl" if data.is_dir() else data)[:limit]
     if not rows:
         fail(f"{data} holds no evaluation rows")
-    with readable_store() as store:
+    with _store_or_none() as store:
         try:
             agent = make_forecaster(forecaster, store=store, device=rows[0].device, model=model)
         except ValueError as exc:
