@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 	# with SIGSEGV at its first completion on a Xeon with AMX (2026-12-03); not from pip's cache, which may hold a
 	# native build from another CPU under the same name
 	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PY) -m pip install --quiet --no-cache-dir "llama-cpp-python[server]>=0.3"
-	$(PY) -m pip install --quiet -e ".[test,local-llm]"
+	$(PY) -m pip install --quiet -e ".[test,local-llm,train]"
 	touch $@
 
 setup: $(VENV)/.installed

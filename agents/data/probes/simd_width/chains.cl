@@ -4,6 +4,8 @@
  * Compiled as it stands (no defines), it is the reference: scalar code in one-item work-groups. */
 #ifndef VEC
 #define VEC 1
+#endif
+#ifndef WG
 #define WG 1
 #endif
 #pragma OPENCL FP_CONTRACT OFF  /* a multiply and an add, never fused: every variant rounds alike */
