@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ import numpy as np
 
 from kernelcast.agents.device_probe import Bandwidth, bandwidth_from, guessed_bandwidth
 from kernelcast.agents.distributions import lognormal_bins, moments
+from kernelcast.agents.families import transformation_family
 from kernelcast.agents.features import candidate_features, context, device_similarity
 from kernelcast.agents.forecast import Forecast, Provenance
 from kernelcast.agents.learned_forecaster import LearnedForecaster, TrainingSet, measured_task
@@ -44,6 +46,15 @@ PRIOR_SHRINK = 0.3  # the prior's ln-speedup is scaled by this before it becomes
 PRIOR_SIGMA = 0.9  # ... with this spread (both fitted once by log loss on the shipped PoCL seed dataset)
 STACK_N0 = 40.0  # effective rows at which the forest gets half the weight its held-out skill earns
 STACK_GRID = np.linspace(0.0, 1.0, 21)
+# Epistemic spread per transformation family (agents.families): a family this forecaster has no evidence of gets
+# FAMILY_SPREAD more sd of ln S (added in quadrature), shrinking as evidence of the family comes in: its variance
+# halves at FAMILY_N0 measurements of the family in this task; a training row of the family (another task,
+# another device) counts as CROSS_TASK_EVIDENCE of one. Not fitted on the held-out corpus, nor on anything:
+# 0.8 is a factor of 2.2 either way, the size of the errors the prior made on families it had never seen
+# (coarsening on a matrix-vector kernel forecast at 0.35x, measured 7-11x)
+FAMILY_SPREAD = 0.8
+FAMILY_N0 = 2.0
+CROSS_TASK_EVIDENCE = 0.05
 DERIVED = "derived"  # the family of a derived template's points and their variants (intent "derived: ...")
 WRITTEN = "written"  # every other candidate: template points, generic variants, a user's or an LLM's kernels
 Pairs = Sequence[tuple[Candidate, Measurement]]
@@ -86,6 +97,7 @@ class BlendedForecaster:
         self._tasks: dict[tuple[str, str, str], _TaskData] = {}
         self._bandwidths: dict[str, Bandwidth] = {}
         self._stack: dict[tuple[str, str], float] = {}
+        self._trained_families: Counter[str] | None = None
         self.n_run = 0
 
     # ---- provenance ------------------------------------------------------------------
@@ -297,11 +309,25 @@ class BlendedForecaster:
             probs = self.base(task, candidates, hw)
             if self._stack_weights(hw, candidates).any():
                 return probs, "blend", None
-            return probs, "prior", (*self.prior(task, candidates, hw), None)
+            mu, sd = self.prior(task, candidates, hw)
+            sd = np.hypot(sd, self.family_spread(entry, candidates))
+            return lognormal_bins(mu, sd).reshape(len(candidates), -1), "prior", (mu, sd, None)
         feats, mean, _ = self._task_inputs(task, candidates, hw)
         mu, sd = entry.model.predict(feats, mean)
+        sd = np.hypot(sd, self.family_spread(entry, candidates))
         probs = lognormal_bins(mu, sd, PREDICTIVE_DOF).reshape(len(candidates), -1)
         return probs, "in-task", (mu, sd, PREDICTIVE_DOF)
+
+    def family_spread(self, entry: _TaskData, candidates: Sequence[Candidate]) -> np.ndarray:
+        """The epistemic sd of ln S each candidate's family adds (see FAMILY_SPREAD): wide for a family with no
+        measurement in this task and none in the training data, shrinking with each one."""
+        in_task = Counter(transformation_family(c) for c, _ in entry.rows())
+        if self._trained_families is None:
+            self._trained_families = Counter(transformation_family(c) for c in self.data.candidates)
+        trained = self._trained_families
+        evidence = np.array([in_task[f] + CROSS_TASK_EVIDENCE * trained[f]
+                             for f in map(transformation_family, candidates)], dtype=float)
+        return FAMILY_SPREAD * np.sqrt(FAMILY_N0 / (FAMILY_N0 + evidence))
 
 
 def family(candidate: Candidate) -> str:

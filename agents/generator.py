@@ -180,14 +180,16 @@ class GenerationContext(BaseModel):
     def from_store(cls, store: "Store", task: Task, device: str, parent: Candidate, *,
                    hardware: HardwareSpec | None = None, seed: int = 0, best_k: int = 3,
                    siblings: Iterable[str] = (), extra_known: Iterable[str] = (),
-                   feedback: Iterable[str] = (), sizes: str = "full") -> "GenerationContext":
+                   feedback: Iterable[str] = (), sizes: str = "full", run_id: str | None = None
+                   ) -> "GenerationContext":
         """Fill the context from the store: kernels measured on ``device`` at ``sizes`` are known, the best
-        are shown.
+        are shown; ``run_id``: the run asking, whose replayed measurements count as measured too.
 
         Only measurements on ``device`` at the run's size set count: a kernel measured elsewhere, or only at
         the other sizes (a quick run at small sizes before the real one), is still new here.
         """
-        measurements = store.measurements(task=task.name, device=device, sizes=sizes, fingerprint=task.fingerprint)
+        measurements = store.measurements(task=task.name, device=device, sizes=sizes, fingerprint=task.fingerprint,
+                                          visible_to=run_id)
         best: dict[str, float] = {}
         for m in measurements:
             if m.ok and m.speedup is not None:
@@ -197,7 +199,7 @@ class GenerationContext(BaseModel):
             candidate = store.candidate(key)
             if candidate is not None:
                 ranked.append((candidate, speedup))
-        latest = store.latest_measurement(parent.hash, device, sizes, fingerprint=task.fingerprint)
+        latest = store.latest_measurement(parent.hash, device, sizes, fingerprint=task.fingerprint, visible_to=run_id)
         return cls(
             parent_speedup=latest.speedup if latest else None,
             parent_speedup_kind="measured" if latest is not None and latest.ok else "unknown",
@@ -205,7 +207,8 @@ class GenerationContext(BaseModel):
             parent_report="" if latest is None or latest.ok else latest.reason,
             best=ranked, hardware=hardware, siblings=set(siblings), feedback=list(feedback), seed=seed,
             known_hashes={m.candidate_hash for m in measurements} | set(extra_known),
-            measured_points=store.measured_params(task.name, device, sizes, fingerprint=task.fingerprint),
+            measured_points=store.measured_params(task.name, device, sizes, fingerprint=task.fingerprint,
+                                                  visible_to=run_id),
             tried=_tried(store, task, measurements),
         )
 

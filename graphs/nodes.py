@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
+from kernelcast.agents.families import transformation_family
 from kernelcast.agents.forecast import Forecast, LearnsFromMeasurements, Provenance, record_forecast
 from kernelcast.agents.generator import GenerationContext, ProposalReport, Proposals
 from kernelcast.agents.risk_control import TrustThresholds
@@ -134,6 +137,7 @@ class SearchNodes:
         self.carry_over = carry_over
         self.taught = 0  # run measurements the forecaster has learned from (0 again after a resume)
         self.not_in_replay: set[str] = set()  # candidates a replay had no measurement of (nothing was bought)
+        self._families: dict[str, str] = {}  # candidate hash -> transformation family
 
     # ---- helpers ------------------------------------------------------------------
     @property
@@ -270,7 +274,7 @@ class SearchNodes:
         context = GenerationContext.from_store(
             ctx.store, ctx.task, ctx.hardware.key, parent, hardware=ctx.hardware,
             seed=ctx.config.seed * 100_003 + state["iteration"], siblings=siblings, extra_known=nodes.keys(),
-            sizes=ctx.config.sizes)
+            sizes=ctx.config.sizes, run_id=ctx.run_id)
         node = nodes[parent_key]
         if node["outcome"] == "accepted" and node["forecast"]:
             context = context.model_copy(update={"parent_speedup": math.exp(node["forecast"]["expected_log_speedup"]),
@@ -421,7 +425,7 @@ class SearchNodes:
         while best is not None and nodes[best]["confirmed"] is None:
             # a confirmation bought before a kill replays the path that bought it, whatever the trigger says now
             stored = self.confirmed_before_a_kill(best)
-            if not stored and not any(acts_on(trust, it.p_beat, audits) for it in items):
+            if not stored and not any(acts_on(trust, it, audits) for it in items):
                 break  # nothing would be trusted or audited against it: nothing to confirm
             if not stored and (confirmations(ctx.config) == 0 or self.allowance(nodes) < 1):
                 trust, audits = TrustThresholds(risk=ctx.config.risk), 0  # never trusted against one measurement
@@ -461,12 +465,23 @@ class SearchNodes:
         wanted = set(children)
         beliefs = {key: Provenance.model_validate(r.provenance)  # ln S mean/sd, when known
                    for key, r in self.ctx.store.latest_forecasts(self.ctx.run_id).items() if key in wanted}
+        measured = Counter(self.family_of(key) for key, node in nodes.items()
+                           if node["speedup"] is not None and node["parent"] is not None)
         items = []
         for key in children:
             fc = nodes[key]["forecast"]
             assert fc is not None
-            items.append(routing_input(key, fc, incumbent, beliefs.get(key)))
+            family = self.family_of(key)
+            items.append(replace(routing_input(key, fc, incumbent, beliefs.get(key)), family=family,
+                                 family_measured=measured[family]))
         return items
+
+    def family_of(self, key: str) -> str:
+        """A node's transformation family (agents.families), read once per candidate from the store."""
+        if key not in self._families:
+            candidate = self.ctx.store.candidate(key)
+            self._families[key] = transformation_family(candidate) if candidate is not None else ""
+        return self._families[key]
 
     def trust_now(self, children: list[str]) -> tuple[TrustThresholds, int, int]:
         """(the thresholds a round of ``children`` may trust, the audits it may spend, the run's stage)."""

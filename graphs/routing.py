@@ -26,6 +26,9 @@ from kernelcast.agents.risk_control import TrustThresholds
 Decision = Literal["measure", "accept", "prune", "drop"]
 DEFAULT_AUDIT_RATE = 0.2  # share of trusted decisions measured anyway, while the audit allowance lasts
 DEFAULT_AUDIT_SHARE = 0.1  # share of the budget the audits may spend (documented in the README)
+# correct measurements of a transformation family in this run before the selective router trusts any forecast
+# about it: a forecaster fitted elsewhere can be confidently wrong about a whole family on a kernel it never saw
+MIN_FAMILY_EVIDENCE = 2
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,8 @@ class RoutingInput:
     log_mean: float | None = None  # the forecaster's continuous belief about ln S, when it has one
     log_sd: float | None = None
     log_dof: float | None = None  # Student-t degrees of freedom of that belief (None: normal)
+    family: str = ""  # the candidate's transformation family (agents.families; empty: unknown)
+    family_measured: int = 0  # correct measurements of that family in this run so far
 
     @property
     def continuous(self) -> bool:
@@ -141,10 +146,30 @@ class TopKRouter:
         return out
 
 
-def acts_on(trust: TrustThresholds, p_beat: float | None, audits: int) -> bool:
-    """Whether a forecast with this P(beat) would be judged against the incumbent without a plain measurement:
-    trusted, or (its side on probation) audited for the trial, which needs audits left."""
-    side = trust.verdict(p_beat)
+def unproven_family(item: RoutingInput) -> bool:
+    """Whether the item's family has too few measurements in this run for any forecast about it to be trusted."""
+    return bool(item.family) and item.family_measured < MIN_FAMILY_EVIDENCE
+
+
+def coverage_first(ranked: list[RoutingInput]) -> list[RoutingInput]:
+    """``ranked`` (best first) with one representative of each family not measured yet in this run moved to
+    the front, each its family's best-ranked, in the order of those representatives: a run's first
+    measurements cover the families its generator offers before the forecaster's ranking, which on a kernel it
+    never saw may put a whole family at the bottom, decides where the rest go."""
+    firsts: dict[str, RoutingInput] = {}
+    for item in ranked:
+        if item.family and item.family_measured == 0 and not item.failed:
+            firsts.setdefault(item.family, item)
+    chosen = {item.hash for item in firsts.values()}
+    return [*firsts.values(), *(item for item in ranked if item.hash not in chosen)]
+
+
+def acts_on(trust: TrustThresholds, item: RoutingInput, audits: int) -> bool:
+    """Whether the item's forecast would be judged against the incumbent without a plain measurement: trusted,
+    or (its side on probation) audited for the trial, which needs audits left; never for an unproven family."""
+    if unproven_family(item):
+        return False
+    side = trust.verdict(item.p_beat)
     return side is not None and (audits > 0 or not trust.on_probation(side))
 
 
@@ -183,7 +208,7 @@ class SelectiveRouter:
         on_trial: list[tuple[RoutingInput, Routed]] = []  # would be trusted by a side on probation
         for item in items:
             p, verdict = item.p_beat, trust.verdict(item.p_beat)
-            if verdict is None:
+            if verdict is None or unproven_family(item):
                 deferred.append(item)
                 continue
             sign = "<=" if verdict == "prune" else ">="
@@ -205,7 +230,7 @@ class SelectiveRouter:
                 deferred.append(item)  # not trusted yet: routed as an uncertain child
                 untried.add(item.hash)
         audit_room -= trial
-        deferred.sort(key=measure_order)
+        deferred = coverage_first(sorted(deferred, key=measure_order))
         limit = min(self.measure_per_round, can_measure - trial)
         in_turn = 0  # deferred children and audits of trusted decisions
         for item in deferred:
@@ -216,6 +241,11 @@ class SelectiveRouter:
             if item.hash in untried:
                 why = f"P(beat incumbent {item.incumbent:.3g}x) = {p:.3f}: the replayed {trust.verdict(p)} threshold " \
                       "is on probation (not trusted until audited here): deferred to hardware"
+            elif p is not None and unproven_family(item):
+                why = (f"first of its family ({item.family}) in this run" if item.family_measured == 0 else
+                       f"its family ({item.family}) has {item.family_measured} measurement(s) here") + \
+                      f"; forecasts about it are not trusted before {MIN_FAMILY_EVIDENCE} " \
+                      f"(P(beat incumbent {item.incumbent:.3g}x) = {p:.3f}): deferred to hardware"
             if in_turn < limit:
                 out[item.hash] = Routed("measure", why, p)
                 in_turn += 1

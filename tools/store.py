@@ -212,14 +212,16 @@ class Store:
         return {r["hash"]: r["intent"] or "" for r in rows}
 
     def measured_params(self, task: str, device: str, sizes: str = "full",
-                        fingerprint: str | None = None) -> list[dict[str, Any]]:
+                        fingerprint: str | None = None, visible_to: str | None = None) -> list[dict[str, Any]]:
         """Template points of ``task`` already measured on ``device`` at ``sizes`` (so generators never repeat
-        them); ``fingerprint``: only on the task with that fingerprint (:func:`_on_task`)."""
+        them); ``fingerprint``: only on the task with that fingerprint (:func:`_on_task`); ``visible_to``: a
+        run whose replayed rows count too (:func:`_visible`)."""
         on_task, extra = _on_task(fingerprint, "m.")
+        live, visible = _visible(visible_to, "m.")
         rows = self.db.query(
             "select distinct c.params from candidates c join measurements m on m.candidate_hash = c.hash "
-            f"where c.task = ? and m.device = ? and m.sizes = ? and c.params != 'null'{on_task}{_live(None, 'm.')}",
-            [task, device, sizes, *extra])
+            f"where c.task = ? and m.device = ? and m.sizes = ? and c.params != 'null'{on_task}{live}",
+            [task, device, sizes, *extra, *visible])
         return [json.loads(r["params"]) for r in rows]
 
     # ---- measurements ---------------------------------------------------------------
@@ -237,15 +239,16 @@ class Store:
 
     def measurements(self, task: str | None = None, device: str | None = None, candidate_hash: str | None = None,
                      run_id: str | None = None, sizes: str | None = None,
-                     fingerprint: str | None = None) -> list[Measurement]:
+                     fingerprint: str | None = None, visible_to: str | None = None) -> list[Measurement]:
         """Measurements matching every filter given; ``fingerprint``: only those measured on the task with
         that fingerprint (:func:`_on_task`), not another task file of the same name. Replayed rows only in a
-        run's own reads (:func:`_live`)."""
+        run's own reads (:func:`_live`), or those of run ``visible_to`` (:func:`_visible`)."""
         where, args = _where(task=task, device=device, candidate_hash=candidate_hash, run_id=run_id, sizes=sizes)
         on_task, extra = _on_task(fingerprint)
-        where = (where or "where 1") + on_task + _live(run_id)
+        live, visible = (_live(run_id), []) if run_id is not None else _visible(visible_to)
+        where = (where or "where 1") + on_task + live
         return [Measurement.model_validate_json(r["data"])
-                for r in self.db.query(f"select data from measurements {where} order by id", [*args, *extra])]
+                for r in self.db.query(f"select data from measurements {where} order by id", [*args, *extra, *visible])]
 
     def measurement_totals(self, run_id: str) -> tuple[int, float]:
         """(measurements, device seconds of wall time) of a run: its budget ledger, without parsing rows."""
@@ -255,11 +258,12 @@ class Store:
         return int(count), float(wall_ms) / 1e3
 
     def latest_measurement(self, candidate_hash: str, device: str, sizes: str = "full",
-                           fingerprint: str | None = None) -> Measurement | None:
+                           fingerprint: str | None = None, visible_to: str | None = None) -> Measurement | None:
         on_task, extra = _on_task(fingerprint)
+        live, visible = _visible(visible_to)
         rows = list(self.db.query("select data from measurements where candidate_hash = ? and device = ? and sizes = ?"
-                                  f"{on_task}{_live(None)} order by id desc limit 1",
-                                  [candidate_hash, device, sizes, *extra]))
+                                  f"{on_task}{live} order by id desc limit 1",
+                                  [candidate_hash, device, sizes, *extra, *visible]))
         return Measurement.model_validate_json(rows[0]["data"]) if rows else None
 
     def measured_pairs(self, device: str | None = None, sizes: str = "full",
@@ -543,6 +547,14 @@ def _live(run_id: str | None, prefix: str = "") -> str:
     (``Measurement.replayed``), unless the read is one run's own (``run_id`` given): a replay run reads back what
     it replayed; the "already measured" sets, noise floor, training, measured points and datasets never do."""
     return "" if run_id is not None else f" and {prefix}replayed = 0"
+
+
+def _visible(visible_to: str | None, prefix: str = "") -> tuple[str, list[str]]:
+    """(SQL condition, its arguments): live measurements, plus the replayed ones of run ``visible_to``: a replay
+    run's generator knows what its own replay measured, as the recorded run's generator knew it was measured."""
+    if visible_to is None:
+        return _live(None, prefix), []
+    return f" and ({prefix}replayed = 0 or {prefix}run_id = ?)", [visible_to]
 
 
 def _row_to_candidate(row: dict[str, Any]) -> Candidate:
