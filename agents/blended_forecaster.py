@@ -32,7 +32,8 @@ import numpy as np
 
 from kernelcast.agents.device_probe import Bandwidth, bandwidth_from, guessed_bandwidth
 from kernelcast.agents.distributions import lognormal_bins, moments
-from kernelcast.agents.families import transformation_family
+from kernelcast.agents.families import TEMPLATE, transformation_family
+from kernelcast.agents.families import WRITTEN as WRITTEN_FAMILY
 from kernelcast.agents.features import candidate_features, context, device_similarity
 from kernelcast.agents.forecast import Forecast, Provenance
 from kernelcast.agents.learned_forecaster import LearnedForecaster, TrainingSet, measured_task
@@ -325,9 +326,12 @@ class BlendedForecaster:
         if self._trained_families is None:
             self._trained_families = Counter(transformation_family(c) for c in self.data.candidates)
         trained = self._trained_families
-        evidence = np.array([in_task[f] + CROSS_TASK_EVIDENCE * trained[f]
-                             for f in map(transformation_family, candidates)], dtype=float)
-        return FAMILY_SPREAD * np.sqrt(FAMILY_N0 / (FAMILY_N0 + evidence))
+        families = [transformation_family(c) for c in candidates]
+        evidence = np.array([in_task[f] + CROSS_TASK_EVIDENCE * trained[f] for f in families], dtype=float)
+        # template points and written kernels are the population the prior and the forest were fitted on (and
+        # the shipped seed replay certifies): no extra spread; derived families are what they never saw
+        derived = np.array([f not in (TEMPLATE, WRITTEN_FAMILY) for f in families], dtype=float)
+        return derived * FAMILY_SPREAD * np.sqrt(FAMILY_N0 / (FAMILY_N0 + evidence))
 
 
 def family(candidate: Candidate) -> str:

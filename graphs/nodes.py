@@ -24,7 +24,7 @@ from kernelcast.graphs import puct
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.errors import SearchFailed
-from kernelcast.graphs.routing import Routed, RoutingInput, acts_on, measure_order
+from kernelcast.graphs.routing import Routed, RoutingInput, acts_on, measure_order, unproven_family
 from kernelcast.graphs.trust import last_routes
 from kernelcast.graphs.state import DECISION_OUTCOME, ForecastSummary, NodeRecord, SearchState, TreeEdit, outcome_counts
 from kernelcast.tools.candidate import Candidate
@@ -425,7 +425,7 @@ class SearchNodes:
         while best is not None and nodes[best]["confirmed"] is None:
             # a confirmation bought before a kill replays the path that bought it, whatever the trigger says now
             stored = self.confirmed_before_a_kill(best)
-            if not stored and not any(acts_on(trust, it, audits) for it in items):
+            if not stored and not any(acts_on(trust, it.p_beat, audits) and not unproven_family(it) for it in items):
                 break  # nothing would be trusted or audited against it: nothing to confirm
             if not stored and (confirmations(ctx.config) == 0 or self.allowance(nodes) < 1):
                 trust, audits = TrustThresholds(risk=ctx.config.risk), 0  # never trusted against one measurement

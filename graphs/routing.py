@@ -164,12 +164,10 @@ def coverage_first(ranked: list[RoutingInput]) -> list[RoutingInput]:
     return [*firsts.values(), *(item for item in ranked if item.hash not in chosen)]
 
 
-def acts_on(trust: TrustThresholds, item: RoutingInput, audits: int) -> bool:
-    """Whether the item's forecast would be judged against the incumbent without a plain measurement: trusted,
-    or (its side on probation) audited for the trial, which needs audits left; never for an unproven family."""
-    if unproven_family(item):
-        return False
-    side = trust.verdict(item.p_beat)
+def acts_on(trust: TrustThresholds, p_beat: float | None, audits: int) -> bool:
+    """Whether a forecast with this P(beat) would be judged against the incumbent without a plain measurement:
+    trusted, or (its side on probation) audited for the trial, which needs audits left."""
+    side = trust.verdict(p_beat)
     return side is not None and (audits > 0 or not trust.on_probation(side))
 
 
