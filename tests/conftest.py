@@ -13,6 +13,8 @@ if str(Path(__file__).parent) not in sys.path:
 
 from llm_server import LlamaServer, find_gguf  # noqa: E402
 
+from kernelcast.tools.worker import MeasurementWorker  # noqa: E402
+
 
 # ---- issue 11: say which device the suite ran on --------------------------------------
 def device_report() -> list[str]:
@@ -42,3 +44,11 @@ def llm_server() -> Iterator[LlamaServer]:
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'kernelcast[local-llm]')")
     with LlamaServer(find_gguf(), n_ctx=2048) as server:
         yield server
+
+
+# ---- issue 49: one measurement worker per test module (the exploit suites) -------------------
+@pytest.fixture(scope="module")
+def worker() -> Iterator[MeasurementWorker]:
+    """A worker on the default device, shared by a module's tests (a module may define its own)."""
+    with MeasurementWorker() as w:
+        yield w

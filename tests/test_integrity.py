@@ -7,7 +7,6 @@ flagged, never reported as a speedup. (Confinement of inputs: tests/test_confine
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,12 +40,6 @@ def write_task(folder: Path, source: str, c_intent: str = "out", c_shape: str = 
         'name = "slowadd"\nlanguage = "opencl"\nsource = "slowadd.cl"\nentry = "slowadd"\n\n'
         f'[sizes]\nN = 65536\n\n[small_sizes]\nN = 16384\n\n{args}[launch]\nglobal = ["N"]\n')
     return load_task(folder / "task.toml")
-
-
-@pytest.fixture(scope="module")
-def worker() -> Iterator[MeasurementWorker]:
-    with MeasurementWorker() as w:
-        yield w
 
 
 @pytest.fixture(scope="module")

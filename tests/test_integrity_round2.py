@@ -7,31 +7,23 @@ shared one identity, and a hanging reference that waited past the configured tim
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from test_integrity import SLOW_ADD, edit, kc, write_task
+from test_integrity import CONFIG, SLOW_ADD, edit, kc, write_task
 
 from kernelcast.tools.backends import make_runner
 from kernelcast.tools.backends.base import CompileError
 from kernelcast.tools.candidate import Candidate, content_hash
 from kernelcast.tools.confinement import ConfinementError, check_candidate
 from kernelcast.tools.harness import Harness, resolve_geometry, run_once, task_identity
-from kernelcast.tools.measurement import MeasureConfig, Status
+from kernelcast.tools.measurement import Status
 from kernelcast.tools.program_state import mutable_state_problem
 from kernelcast.tools.task import Task
 from kernelcast.tools.worker import MeasurementWorker
 
-CONFIG = MeasureConfig(sizes="small", max_reps=10, target_seconds=0.02, timeout_s=60)
 CL2 = ["-cl-std=CL2.0"]
-
-
-@pytest.fixture(scope="module")
-def worker() -> Iterator[MeasurementWorker]:
-    with MeasurementWorker() as w:
-        yield w
 
 
 @pytest.fixture(scope="module")

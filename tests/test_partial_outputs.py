@@ -6,13 +6,12 @@ unwritten too. A reference that reads an output before writing it is still a tas
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_integrity import kc
+from test_integrity import CONFIG, kc
 
-from kernelcast.tools.measurement import MeasureConfig, Status
+from kernelcast.tools.measurement import Status
 from kernelcast.tools.task import Task, TaskError, load_task
 from kernelcast.tools.worker import MeasurementWorker
 
@@ -28,7 +27,6 @@ __kernel void blur(__global const float *in, __global float *out, int W, int H)
     out[y * W + x] = s / 9.0f;
 }
 """
-CONFIG = MeasureConfig(sizes="small", max_reps=10, target_seconds=0.02, timeout_s=60)
 
 
 def write_stencil(folder: Path, source: str = STENCIL) -> Task:
@@ -75,12 +73,6 @@ value = "H"
 global = ["W", "H"]
 """)
     return load_task(folder / "task.toml")
-
-
-@pytest.fixture(scope="module")
-def worker() -> Iterator[MeasurementWorker]:
-    with MeasurementWorker() as w:
-        yield w
 
 
 @pytest.fixture(scope="module")
