@@ -8,14 +8,15 @@ from pathlib import Path
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kernelcast.agents.forecast import Forecast, Forecaster
-from kernelcast.tools.candidate import Candidate
-from kernelcast.tools.measurement import HardwareSpec, Measurement
-from kernelcast.tools.task import Task, builtin_task_paths, load_task
+from kernelcast.agents import DATA_DIR
+from kernelcast.agents.forecast.base import Forecast, Forecaster
+from kernelcast.tools.core.candidate import Candidate
+from kernelcast.tools.core.measurement import HardwareSpec, Measurement
+from kernelcast.tools.core.task import Task, builtin_task_paths, load_task
 
 if TYPE_CHECKING:
-    from kernelcast.tools.store import Store
-    from kernelcast.tools.measurer import Measurer
+    from kernelcast.tools.store.store import Store
+    from kernelcast.tools.hardware.measurers.base import Measurer
 
 
 class UninformativeForecaster:
@@ -34,7 +35,7 @@ class UninformativeForecaster:
 
 
 def llm_client(model: str | None, api_base: str | None = None, api_key: str | None = None):  # noqa: ANN201
-    from kernelcast.agents.llm_client import LLMClient
+    from kernelcast.agents.llm.client import LLMClient
 
     model = model or os.environ.get("KERNELCAST_MODEL")
     if not model:
@@ -45,8 +46,8 @@ def llm_client(model: str | None, api_base: str | None = None, api_key: str | No
 
 def local_forecaster(model: str) -> Forecaster:
     """``local:PATH[#stated]``: a trained folder, GGUF or model folder run in process (needs the ``[train]`` extra);
-    ``#stated`` reads the probabilities it writes instead of its bin digits' (see :mod:`kernelcast.agents.local_forecaster`)."""
-    from kernelcast.agents.local_forecaster import LOCAL_PREFIX, LocalModelForecaster
+    ``#stated`` reads the probabilities it writes instead of its bin digits' (see :mod:`kernelcast.agents.forecast.local`)."""
+    from kernelcast.agents.forecast.local import LOCAL_PREFIX, LocalModelForecaster
 
     path, _, mode = model.removeprefix(LOCAL_PREFIX).partition("#")
     if not Path(path).expanduser().exists():
@@ -56,7 +57,7 @@ def local_forecaster(model: str) -> Forecaster:
     return LocalModelForecaster(str(Path(path).expanduser()), mode="stated" if mode == "stated" else "digits")
 
 
-SEED_DATASET = Path(__file__).parent / "data" / "seed_pairs.jsonl.gz"
+SEED_DATASET = DATA_DIR / "seed_pairs.jsonl.gz"
 
 
 def foreign_seed(pairs: list[tuple[Candidate, Measurement]], specs: dict[str, HardwareSpec],
@@ -65,7 +66,7 @@ def foreign_seed(pairs: list[tuple[Candidate, Measurement]], specs: dict[str, Ha
     rows count as another device's (weighted by similarity), never as this device's own history, and neither
     spec overwrites the other (a forecaster built before a run and one built after it from the same store gave
     different forecasts, because the store's spec then replaced the seed's for the seed's rows)."""
-    from kernelcast.agents.features import same_hardware
+    from kernelcast.agents.forecast.features import same_hardware
 
     renamed = {key: spec.model_copy(update={"name": f"{spec.name} (seed dataset)"}) for key, spec in specs.items()
                if key in local and not same_hardware(spec, local[key])}
@@ -93,11 +94,11 @@ def learned_forecaster(store: "Store | None", device: str | None, exclude_task: 
 
     With a ``worker``, the device's bandwidth is probed once (a triad) and kept in the store.
     """
-    from kernelcast.agents.blended_forecaster import BlendedForecaster
-    from kernelcast.agents.device_probe import device_bandwidth
-    from kernelcast.agents.features import device_similarity
-    from kernelcast.agents.learned_forecaster import LearnedForecaster, task_lookup, training_set
-    from kernelcast.tools.store import Store
+    from kernelcast.agents.forecast.blend import BlendedForecaster
+    from kernelcast.agents.forecast.device_probe import device_bandwidth
+    from kernelcast.agents.forecast.features import device_similarity
+    from kernelcast.agents.forecast.learned import LearnedForecaster, task_lookup, training_set
+    from kernelcast.tools.store.store import Store
 
     pairs = store.measured_pairs(sizes="full") if store is not None else []
     devices = store.devices() if store is not None else {}

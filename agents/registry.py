@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from kernelcast.agents.forecast import Forecaster
-    from kernelcast.agents.generator import Generator
-    from kernelcast.tools.measurer import Measurer
-    from kernelcast.tools.store import Store
+    from kernelcast.agents.forecast.base import Forecaster
+    from kernelcast.agents.generate.base import Generator
+    from kernelcast.tools.hardware.measurers.base import Measurer
+    from kernelcast.tools.store.store import Store
 
 
 @dataclass(frozen=True)
@@ -54,14 +54,14 @@ class ForecasterSpec:
 
 
 def _offline(inputs: AgentInputs) -> Generator:
-    from kernelcast.agents.offline_generator import OfflineGenerator
+    from kernelcast.agents.generate.offline import OfflineGenerator
 
     return OfflineGenerator(worker=inputs.worker)
 
 
 def _llm_generator(inputs: AgentInputs) -> Generator:
     from kernelcast.agents.factory import llm_client
-    from kernelcast.agents.llm_generator import LLMGenerator
+    from kernelcast.agents.generate.llm import LLMGenerator
 
     return LLMGenerator(llm_client(inputs.model, inputs.api_base), worker=inputs.worker)
 
@@ -73,8 +73,8 @@ def _learned(inputs: AgentInputs) -> Forecaster:
 
 
 def _prior(inputs: AgentInputs) -> Forecaster:
-    from kernelcast.agents.blended_forecaster import BlendedForecaster
-    from kernelcast.agents.device_probe import device_bandwidth
+    from kernelcast.agents.forecast.blend import BlendedForecaster
+    from kernelcast.agents.forecast.device_probe import device_bandwidth
 
     return BlendedForecaster(bandwidth=lambda hw: device_bandwidth(inputs.store, hw, inputs.worker))
 
@@ -82,7 +82,7 @@ def _prior(inputs: AgentInputs) -> Forecaster:
 def _llm_forecaster(mode: Literal["json", "logprobs"]) -> Callable[[AgentInputs], Forecaster]:
     def build(inputs: AgentInputs) -> Forecaster:
         from kernelcast.agents.factory import llm_client, local_forecaster
-        from kernelcast.agents.llm_forecaster import LLMForecaster
+        from kernelcast.agents.forecast.llm import LLMForecaster
 
         if inputs.model and inputs.model.startswith("local:"):  # a trained model, run in process
             return local_forecaster(inputs.model)

@@ -27,12 +27,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernelcast.agents.factory import UninformativeForecaster, learned_forecaster  # noqa: E402
-from kernelcast.agents.learned_forecaster import task_lookup  # noqa: E402
-from kernelcast.agents.local_forecaster import LocalModelForecaster  # noqa: E402
-from kernelcast.agents.training_data import read_jsonl  # noqa: E402
+from kernelcast.agents.forecast.learned import task_lookup  # noqa: E402
+from kernelcast.agents.forecast.local import LocalModelForecaster  # noqa: E402
+from kernelcast.agents.train.data import read_jsonl  # noqa: E402
 from kernelcast.dataset import forecaster_dataset  # noqa: E402
 from kernelcast.forecaster_eval import EvalReport, evaluate_forecaster  # noqa: E402
-from kernelcast.tools.store import Store  # noqa: E402
+from kernelcast.tools.store.store import Store  # noqa: E402
 
 METHODS = {  # name -> train command arguments
     "GRPO correctness": ["--method", "grpo", "--reward", "correctness"],

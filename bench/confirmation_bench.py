@@ -22,7 +22,7 @@ from rich.table import Table  # noqa: E402
 from kernelcast.graphs.config import RunConfig  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
 from kernelcast.graphs.run import start_run  # noqa: E402
-from kernelcast.tools.store import Store  # noqa: E402
+from kernelcast.tools.store.store import Store  # noqa: E402
 
 
 def main() -> None:

@@ -43,11 +43,11 @@ from router_bench import first_reaching, spend_curve  # noqa: E402
 from kernelcast.graphs.config import RunConfig  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
 from kernelcast.graphs.run import start_run  # noqa: E402
-from kernelcast.tools.candidate import Candidate  # noqa: E402
-from kernelcast.tools.measurement import MeasureConfig  # noqa: E402
-from kernelcast.tools.store import Store  # noqa: E402
-from kernelcast.tools.task import Task, load_task  # noqa: E402
-from kernelcast.tools.worker import MeasurementWorker  # noqa: E402
+from kernelcast.tools.core.candidate import Candidate  # noqa: E402
+from kernelcast.tools.core.measurement import MeasureConfig  # noqa: E402
+from kernelcast.tools.store.store import Store  # noqa: E402
+from kernelcast.tools.core.task import Task, load_task  # noqa: E402
+from kernelcast.tools.hardware.worker import MeasurementWorker  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 ROUTERS = ("selective", "topk", "measure-all")
@@ -69,7 +69,7 @@ def family_of(candidate: Candidate | None) -> str:
     if candidate is None:
         return "?"
     try:
-        from kernelcast.agents.families import transformation_family
+        from kernelcast.agents.generate.families import transformation_family
     except ImportError:
         return candidate.generator or "?"
     return transformation_family(candidate)

@@ -33,14 +33,14 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from kernelcast.settings import get_settings  # noqa: E402
-from kernelcast.agents.bins import LOG_BIN_CENTERS  # noqa: E402
-from kernelcast.agents.blended_forecaster import BlendedForecaster  # noqa: E402
+from kernelcast.tools.core.bins import LOG_BIN_CENTERS  # noqa: E402
+from kernelcast.agents.forecast.blend import BlendedForecaster  # noqa: E402
 from kernelcast.agents.factory import SEED_DATASET  # noqa: E402
-from kernelcast.agents.features import device_similarity  # noqa: E402
-from kernelcast.agents.learned_forecaster import (LearnedForecaster, TrainingSet, forecasts_per_second,  # noqa: E402
+from kernelcast.agents.forecast.features import device_similarity  # noqa: E402
+from kernelcast.agents.forecast.learned import (LearnedForecaster, TrainingSet, forecasts_per_second,  # noqa: E402
                                                   task_lookup, training_set)
-from kernelcast.agents.scoring import recovered_speedup, summarize  # noqa: E402
-from kernelcast.tools.store import Store  # noqa: E402
+from kernelcast.agents.forecast.scoring import recovered_speedup, summarize  # noqa: E402
+from kernelcast.tools.store.store import Store  # noqa: E402
 
 KS = (1.0, 10.0, 50.0)
 
@@ -96,7 +96,7 @@ def group_probs(model: BlendedForecaster, lookup: Callable, data: TrainingSet, i
     hw = devices[data.keys[idx[0]][1]]
     cands = [data.candidates[i] for i in idx]
     if layer == "forest":
-        from kernelcast.agents.features import candidate_features, context
+        from kernelcast.agents.forecast.features import candidate_features, context
 
         ctx = context(task, hw)
         return model.cross.predict_proba([candidate_features(ctx, c) for c in cands]) if model.cross else \

@@ -1,7 +1,7 @@
 """Offline generator vs uniform random template points.
 
 For each templated built-in task, in one session on one device:
-- offline: N proposals of :class:`kernelcast.agents.offline_generator.OfflineGenerator`, one at a time, each
+- offline: N proposals of :class:`kernelcast.agents.generate.offline.OfflineGenerator`, one at a time, each
   expanding the best kernel measured so far (the reference at first), every result stored in an
   in-memory store so measured points are never proposed again;
 - random: N distinct template points drawn uniformly from the task's valid parameter space.
@@ -30,13 +30,13 @@ from rich.console import Console  # noqa: E402
 from rich.progress import Progress  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from kernelcast.agents.generator import GenerationContext  # noqa: E402
-from kernelcast.agents.offline_generator import OfflineGenerator  # noqa: E402
-from kernelcast.tools.candidate import Candidate  # noqa: E402
-from kernelcast.tools.measurement import Measurement, MeasureConfig  # noqa: E402
-from kernelcast.tools.store import Store  # noqa: E402
-from kernelcast.tools.task import Task, builtin_task_paths, resolve_task  # noqa: E402
-from kernelcast.tools.worker import MeasurementWorker, WorkerError  # noqa: E402
+from kernelcast.agents.generate.base import GenerationContext  # noqa: E402
+from kernelcast.agents.generate.offline import OfflineGenerator  # noqa: E402
+from kernelcast.tools.core.candidate import Candidate  # noqa: E402
+from kernelcast.tools.core.measurement import Measurement, MeasureConfig  # noqa: E402
+from kernelcast.tools.store.store import Store  # noqa: E402
+from kernelcast.tools.core.task import Task, builtin_task_paths, resolve_task  # noqa: E402
+from kernelcast.tools.hardware.worker import MeasurementWorker, WorkerError  # noqa: E402
 
 DEFAULT_TASKS = "saxpy,gemm"
 NO_TEMPLATE_TASKS = "gemm,gemv,transpose,stencil2d,reduce_rows,softmax"

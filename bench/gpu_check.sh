@@ -87,7 +87,7 @@ if [ "$STATUS_INSTALL" = "ok" ]; then
     STATUS_TESTS="exit $rc: ${line:-no summary line}"
     "$PY" - > "$OUT/devices.json" 2>>"$OUT/pytest-gpu.log" <<'EOF'
 import json
-from kernelcast.tools.backends.cuda import list_devices
+from kernelcast.tools.hardware.backends.cuda import list_devices
 print(json.dumps([s.model_dump() for s in list_devices()], indent=2))
 EOF
 fi

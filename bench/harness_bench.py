@@ -19,11 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from kernelcast.tools.backends.opencl import OpenCLRunner  # noqa: E402
-from kernelcast.tools.harness import Harness, bind_args, make_inputs, resolve_geometry  # noqa: E402
-from kernelcast.tools.measurement import MeasureConfig  # noqa: E402
-from kernelcast.tools.task import resolve_task  # noqa: E402
-from kernelcast.tools.worker import MeasurementWorker  # noqa: E402
+from kernelcast.tools.hardware.backends.opencl import OpenCLRunner  # noqa: E402
+from kernelcast.tools.hardware.harness import Harness, bind_args, make_inputs, resolve_geometry  # noqa: E402
+from kernelcast.tools.core.measurement import MeasureConfig  # noqa: E402
+from kernelcast.tools.core.task import resolve_task  # noqa: E402
+from kernelcast.tools.hardware.worker import MeasurementWorker  # noqa: E402
 
 
 def bare_event_loop(task_name: str, params: dict, reps: int, device: str | None = None) -> tuple[float, float]:

@@ -32,19 +32,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from kernelcast.agents.device_probe import run_probe  # noqa: E402
-from kernelcast.agents.risk_control import PROBATION_AUDITS  # noqa: E402
+from kernelcast.agents.forecast.device_probe import run_probe  # noqa: E402
+from kernelcast.graphs.route.risk_control import PROBATION_AUDITS  # noqa: E402
 from kernelcast.settings import get_settings  # noqa: E402
 from kernelcast.graphs.config import RunConfig, default  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
 from kernelcast.graphs.events import Spend  # noqa: E402
 from kernelcast.graphs.run import start_run  # noqa: E402
-from kernelcast.graphs.trust import TrustedDecision, trust_summary, trusted_decisions, wrong_given  # noqa: E402
-from kernelcast.tools.expr import evaluate  # noqa: E402
-from kernelcast.tools.measurement import MeasureConfig  # noqa: E402
-from kernelcast.tools.store import Store  # noqa: E402
-from kernelcast.tools.task import resolve_task  # noqa: E402
-from kernelcast.tools.worker import MeasurementWorker  # noqa: E402
+from kernelcast.graphs.route.trust import TrustedDecision, trust_summary, trusted_decisions, wrong_given  # noqa: E402
+from kernelcast.tools.core.expr import evaluate  # noqa: E402
+from kernelcast.tools.core.measurement import MeasureConfig  # noqa: E402
+from kernelcast.tools.store.store import Store  # noqa: E402
+from kernelcast.tools.core.task import resolve_task  # noqa: E402
+from kernelcast.tools.hardware.worker import MeasurementWorker  # noqa: E402
 
 ROUTERS = ("measure-all", "topk", "selective")
 FROZEN_ARM = "selective-frozen"  # --ablation: selective with a forecaster that does not learn from the run
@@ -52,7 +52,7 @@ DEFAULT_TASKS = "gemm,transpose,reduce_rows,softmax,gemv,stencil2d"
 
 
 def probe_gbs(worker: MeasurementWorker) -> float | None:
-    """GB/s of the forecaster's device probe (``agents/device_probe.py``: saxpy's float4 point in work-groups of
+    """GB/s of the forecaster's device probe (``agents/forecast/device_probe.py``: saxpy's float4 point in work-groups of
     256 at full size): the practical memory-bandwidth limit. The bench's own float4 triad, launched without a
     work-group size, read 9-12 GB/s on the Intel CPU runtime where the probe reads 52 GB/s, so its column
     showed kernels at 200-400 % of the limit."""

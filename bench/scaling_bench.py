@@ -30,11 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from kernelcast.tools.candidate import Candidate  # noqa: E402
-from kernelcast.tools.measurement import Measurement, MeasureConfig  # noqa: E402
-from kernelcast.tools.measurer import LocalMeasurer, Measurer, make_measurer  # noqa: E402
-from kernelcast.tools.store import Store  # noqa: E402
-from kernelcast.tools.task import Task, resolve_task  # noqa: E402
+from kernelcast.tools.core.candidate import Candidate  # noqa: E402
+from kernelcast.tools.core.measurement import Measurement, MeasureConfig  # noqa: E402
+from kernelcast.tools.hardware.measurers.base import LocalMeasurer, Measurer, make_measurer  # noqa: E402
+from kernelcast.tools.store.store import Store  # noqa: E402
+from kernelcast.tools.core.task import Task, resolve_task  # noqa: E402
 
 TARGETS = {2: 1.8, 4: 3.5}
 

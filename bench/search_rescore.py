@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from search_bench import OWN_TASK, bench_task, brute_rows, median_speedup  # noqa: E402
 
-from kernelcast.tools.store import Store  # noqa: E402
+from kernelcast.tools.store.store import Store  # noqa: E402
 
 LINE = re.compile(r"^  (\S+) b(\d+) ((?:kc|kt) \S+) s(\d+): [\d.]+% .*?(\{.*?\})")
 Point = tuple[tuple[str, object], ...]

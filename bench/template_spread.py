@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console
 from rich.table import Table
 
-from kernelcast.tools.measurement import MeasureConfig, Measurement
-from kernelcast.tools.task import Task, builtin_task_paths, load_task
-from kernelcast.tools.worker import MeasurementWorker
+from kernelcast.tools.core.measurement import MeasureConfig, Measurement
+from kernelcast.tools.core.task import Task, builtin_task_paths, load_task
+from kernelcast.tools.hardware.worker import MeasurementWorker
 
 
 def parse_point(text: str, task: Task) -> dict[str, Any]:

@@ -22,15 +22,15 @@ from rich.console import Console  # noqa: E402
 from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from kernelcast.agents.transforms import NotApplicable, Rewritten  # noqa: E402
-from kernelcast.agents.transforms.coarsen import coarsen  # noqa: E402
-from kernelcast.agents.transforms.restrict import restrict_const  # noqa: E402
-from kernelcast.agents.transforms.scalar_replace import scalar_replace  # noqa: E402
-from kernelcast.agents.transforms.unroll import unroll  # noqa: E402
-from kernelcast.tools.candidate import Candidate  # noqa: E402
-from kernelcast.tools.measurement import MeasureConfig  # noqa: E402
-from kernelcast.tools.task import Task, resolve_task  # noqa: E402
-from kernelcast.tools.worker import MeasurementWorker  # noqa: E402
+from kernelcast.agents.generate.transforms import NotApplicable, Rewritten  # noqa: E402
+from kernelcast.agents.generate.transforms.coarsen import coarsen  # noqa: E402
+from kernelcast.agents.generate.transforms.restrict import restrict_const  # noqa: E402
+from kernelcast.agents.generate.transforms.scalar_replace import scalar_replace  # noqa: E402
+from kernelcast.agents.generate.transforms.unroll import unroll  # noqa: E402
+from kernelcast.tools.core.candidate import Candidate  # noqa: E402
+from kernelcast.tools.core.measurement import MeasureConfig  # noqa: E402
+from kernelcast.tools.core.task import Task, resolve_task  # noqa: E402
+from kernelcast.tools.hardware.worker import MeasurementWorker  # noqa: E402
 
 DEFAULT_TASKS = ("gemm,gemv,transpose,stencil2d,reduce_rows,softmax,"
                  "bench/kernels/matvec_cols,bench/kernels/reduce_global,bench/kernels/conv2d")

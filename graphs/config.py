@@ -1,7 +1,7 @@
 """Run configuration: everything that decides what a run does (stored with the run, reused on resume).
 
 Router, generator and forecaster names are checked against their registries
-(:mod:`kernelcast.graphs.routers`, :mod:`kernelcast.agents.registry`), and what follows from the router
+(:mod:`kernelcast.graphs.route.routers`, :mod:`kernelcast.agents.registry`), and what follows from the router
 (children per expansion, the verification reserve) is read from its registered settings. The field defaults
 here are the defaults of every front door: they read them with :func:`default`.
 """
@@ -13,9 +13,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from kernelcast.agents.registry import DEFAULT_FORECASTER, DEFAULT_GENERATOR, AnyGeneratorName, ForecasterName
-from kernelcast.graphs.routers import DEFAULT_RISK, DEFAULT_ROUTER, RouterName, RouterSpec, router_spec
-from kernelcast.tools.records import RunRecord
-from kernelcast.tools.task import Task
+from kernelcast.graphs.route.routers import DEFAULT_RISK, DEFAULT_ROUTER, RouterName, RouterSpec, router_spec
+from kernelcast.tools.store.records import RunRecord
+from kernelcast.tools.core.task import Task
 
 
 class RunConfig(BaseModel):

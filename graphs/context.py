@@ -11,16 +11,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelcast.agents.forecast import Forecaster
-from kernelcast.agents.generator import Generator
+from kernelcast.agents.forecast.base import Forecaster
+from kernelcast.agents.generate.base import Generator
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.events import RunEvent, parse
-from kernelcast.graphs.routers import make_router
-from kernelcast.graphs.routing import Router
-from kernelcast.tools.measurement import HardwareSpec, MeasureConfig
-from kernelcast.tools.store import Store
-from kernelcast.tools.task import Task
-from kernelcast.tools.measurer import Measurer
+from kernelcast.graphs.route.routers import make_router
+from kernelcast.graphs.route.routing import Router
+from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig
+from kernelcast.tools.store.store import Store
+from kernelcast.tools.core.task import Task
+from kernelcast.tools.hardware.measurers.base import Measurer
 
 ProgressCallback = Callable[[str, dict[str, Any]], None]
 

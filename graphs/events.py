@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kernelcast.tools.records import EventRecord
+from kernelcast.tools.store.records import EventRecord
 
 
 class RunEvent(BaseModel):

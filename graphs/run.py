@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import structlog
 
-from kernelcast.agents.forecast import Forecaster
-from kernelcast.agents.generator import Generator
+from kernelcast.agents.forecast.base import Forecaster
+from kernelcast.agents.generate.base import Generator
 from kernelcast.agents.registry import EXTERNAL, make_forecaster, make_generator
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunContext, RunEnv
 from kernelcast.graphs.errors import RunError
-from kernelcast.graphs.graph import execute
-from kernelcast.graphs.nodes import confirm_reserve
-from kernelcast.graphs.result import RunResult
-from kernelcast.graphs.trust import calibration_group
-from kernelcast.tools.measurement import MeasureConfig
-from kernelcast.tools.store import Store
-from kernelcast.tools.task import resolve_task
-from kernelcast.tools.measurer import Measurer, make_measurer
+from kernelcast.graphs.search.graph import execute
+from kernelcast.graphs.search.nodes import confirm_reserve
+from kernelcast.graphs.search.result import RunResult
+from kernelcast.graphs.route.trust import calibration_group
+from kernelcast.tools.core.measurement import MeasureConfig
+from kernelcast.tools.store.store import Store
+from kernelcast.tools.core.task import resolve_task
+from kernelcast.tools.hardware.measurers.base import Measurer, make_measurer
 
 log = structlog.get_logger(__name__)
 
@@ -116,6 +116,6 @@ def task_backend(task: str) -> str:
 
 
 def _is_builtin(name: str) -> bool:
-    from kernelcast.tools.task import builtin_task_paths
+    from kernelcast.tools.core.task import builtin_task_paths
 
     return name in builtin_task_paths()

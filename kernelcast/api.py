@@ -16,17 +16,17 @@ import structlog
 from kernelcast.agents.registry import DEFAULT_FORECASTER, DEFAULT_GENERATOR
 from kernelcast.graphs.config import default
 from kernelcast.settings import get_settings
-from kernelcast.tools.candidate import Candidate, candidate_from_file, candidate_from_source
-from kernelcast.tools.measurement import HardwareSpec, Measurement, MeasureConfig
-from kernelcast.tools.store import Store
-from kernelcast.tools.task import Task, read_kernel_file, resolve_task
-from kernelcast.tools.measurer import Measurer, make_measurer
+from kernelcast.tools.core.candidate import Candidate, candidate_from_file, candidate_from_source
+from kernelcast.tools.core.measurement import HardwareSpec, Measurement, MeasureConfig
+from kernelcast.tools.store.store import Store
+from kernelcast.tools.core.task import Task, read_kernel_file, resolve_task
+from kernelcast.tools.hardware.measurers.base import Measurer, make_measurer
 
 if TYPE_CHECKING:
-    from kernelcast.agents.forecast import Forecast
-    from kernelcast.agents.generator import Proposals
+    from kernelcast.agents.forecast.base import Forecast
+    from kernelcast.agents.generate.base import Proposals
     from kernelcast.graphs.context import RunEnv
-    from kernelcast.graphs.result import RunResult
+    from kernelcast.graphs.search.result import RunResult
 
 
 def open_store(path: str | Path | None = None) -> Store:
@@ -43,7 +43,7 @@ def has_store() -> bool:
 def reading_store(path: str | Path | None = None) -> Iterator[Store]:
     """The store opened read-only, closed afterwards: for operations that only read, so they work on a
     database (and folder) nobody may write to and never change it. A missing or unusable database is a
-    :class:`~kernelcast.tools.store.StoreError` naming the file."""
+    :class:`~kernelcast.tools.store.store.StoreError` naming the file."""
     store = Store(path or get_settings().db_path, read_only=True)
     try:
         yield store
@@ -166,7 +166,7 @@ def forecast(task: str | Path | Task, candidate: Candidate | str | Path | None =
              record: bool = True) -> "Forecast":
     """Forecast a candidate's speedup distribution without measuring it (and record the forecast)."""
     from kernelcast.agents.registry import make_forecaster
-    from kernelcast.agents.forecast import record_forecast
+    from kernelcast.agents.forecast.base import record_forecast
 
     settings = get_settings()
     task_obj = as_task(task)
@@ -189,7 +189,7 @@ def propose(task: str | Path | Task, parent: Candidate | str | Path | None = Non
     """New children of ``parent`` (default: the reference), validated by the generators' shared checks and
     compiled on the device unless ``compile_check`` is off; nothing is measured or stored. The store tells
     the generator what this device has measured already (so nothing known comes back)."""
-    from kernelcast.agents.generator import GenerationContext
+    from kernelcast.agents.generate.base import GenerationContext
     from kernelcast.agents.registry import make_generator
 
     settings = get_settings()

@@ -5,7 +5,7 @@ A small LangGraph StateGraph drives each turn::
     START -> command (a /slash line) | agent (free text, asks the LLM)
     command | agent -> approve -> execute -> agent (model calls) | END (slash calls)
 
-The LLM speaks a JSON protocol through :mod:`kernelcast.agents.llm_client` (one object
+The LLM speaks a JSON protocol through :mod:`kernelcast.agents.llm.client` (one object
 per reply: a tool call or an answer), so any OpenAI-compatible server works,
 grammar-constrained ones included. Before ``optimize_kernel`` spends budget
 the ``approve`` node shows the plan and waits for the user through a
@@ -108,7 +108,7 @@ class ChatGraph:
         return {"call": {**parsed, "origin": "user"}, "next": "approve"}
 
     def agent(self, state: ChatState) -> dict[str, Any]:
-        from kernelcast.agents.llm_client import LLMError
+        from kernelcast.agents.llm.client import LLMError
 
         if self.client is None:
             return {"messages": [note(NO_MODEL_HELP)], "call": None, "next": "end"}
@@ -205,14 +205,14 @@ class ChatSession:
     def __init__(self, model: str | None = None, session_id: str | None = None, *, home: Path | None = None,
                  api_base: str | None = None, max_steps: int = 4, max_tokens: int = 400,
                  on_event: ops.EventCallback | None = None, timeout_s: float = 120.0) -> None:
-        from kernelcast.graphs.graph import checkpointer
+        from kernelcast.graphs.search.graph import checkpointer
 
         settings = get_settings()
         self.model = model or settings.model
         self.session_id = session_id or new_session_id()
         self.client = None
         if self.model:
-            from kernelcast.agents.llm_client import LLMClient
+            from kernelcast.agents.llm.client import LLMClient
 
             key = settings.api_key.get_secret_value() if settings.api_key else None
             self.client = LLMClient(self.model, api_base or settings.api_base, key, timeout_s=timeout_s,

@@ -18,9 +18,9 @@ from kernelcast import chat_tools as ops
 from kernelcast.agents.registry import (DEFAULT_FORECASTER, EXTERNAL, FORECASTERS, SELECTABLE_GENERATORS,
                                         ForecasterName)
 from kernelcast.graphs.config import RunConfig
-from kernelcast.graphs.routers import ROUTERS
+from kernelcast.graphs.route.routers import ROUTERS
 from kernelcast.session_views import SessionResult, SessionStatus, SubmitOutput, Suggestions
-from kernelcast.tools.task import Task
+from kernelcast.tools.core.task import Task
 
 
 class ReportOutput(BaseModel):
@@ -83,7 +83,7 @@ def submit_files(files: Annotated[list[str], Field(min_length=1, description="ke
     from pathlib import Path
 
     from kernelcast.session import as_submitted
-    from kernelcast.tools.candidate import Candidate
+    from kernelcast.tools.core.candidate import Candidate
 
     with ops.clear_errors():
         items = []

@@ -15,17 +15,17 @@ from pathlib import Path
 from typing import Literal
 
 from kernelcast.agents.factory import SEED_DATASET, foreign_seed, measured_on_builtins
-from kernelcast.agents.generator import GenerationContext
-from kernelcast.agents.learned_forecaster import task_lookup
-from kernelcast.agents.offline_generator import OfflineGenerator
-from kernelcast.agents.training_data import (CORPUS_MANIFEST, DatasetManifest, build_rows, plan_split, suite_split,
+from kernelcast.agents.generate.base import GenerationContext
+from kernelcast.agents.forecast.learned import task_lookup
+from kernelcast.agents.generate.offline import OfflineGenerator
+from kernelcast.agents.train.data import (CORPUS_MANIFEST, DatasetManifest, build_rows, plan_split, suite_split,
                                              write_dataset)
-from kernelcast.agents.training_prompt import MAX_SOURCE_CHARS
-from kernelcast.tools.candidate import Candidate
-from kernelcast.tools.measurement import HardwareSpec, MeasureConfig, Measurement
-from kernelcast.tools.store import Store
-from kernelcast.tools.task import Task
-from kernelcast.tools.measurer import Measurer
+from kernelcast.agents.train.prompt import MAX_SOURCE_CHARS
+from kernelcast.tools.core.candidate import Candidate
+from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig, Measurement
+from kernelcast.tools.store.store import Store
+from kernelcast.tools.core.task import Task
+from kernelcast.tools.hardware.measurers.base import Measurer
 
 TEMPLATE_SHARE = 0.75
 
@@ -83,7 +83,7 @@ def forecaster_dataset(store: Store | None, out: Path, include_seed: bool = True
                        eval_share: float = 0.3, seed: int = 0, corpus_manifest: Path = CORPUS_MANIFEST,
                        max_source_chars: int = MAX_SOURCE_CHARS) -> DatasetManifest:
     """Write ``train.jsonl``, ``eval.jsonl`` and ``manifest.json`` from the store's measured pairs (full sizes)
-    and, with ``include_seed``, the shipped seed dataset's; see :mod:`kernelcast.agents.training_data`."""
+    and, with ``include_seed``, the shipped seed dataset's; see :mod:`kernelcast.agents.train.data`."""
     pairs: list[tuple[Candidate, Measurement, Literal["store", "seed"]]] = []
     devices: dict[str, HardwareSpec] = {}
     if store is not None:

@@ -16,10 +16,10 @@ import numpy as np
 from pydantic import BaseModel
 from scipy.stats import spearmanr
 
-from kernelcast.agents.forecast import Forecaster
-from kernelcast.agents.training_data import TrainingRow
+from kernelcast.agents.forecast.base import Forecaster
+from kernelcast.agents.train.data import TrainingRow
 from kernelcast.calibration_report import CalibrationData, evaluate
-from kernelcast.tools.task import Task
+from kernelcast.tools.core.task import Task
 
 
 class EvalReport(BaseModel):

@@ -43,7 +43,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from kernelcast import chat_tools as ops
 from kernelcast.graphs.events import Spend, parse
-from kernelcast.graphs.result import spend_text
+from kernelcast.graphs.search.result import spend_text
 
 PUBLISHED = tuple(ops.TOOLS)  # every tool of the chat's model is an MCP tool (``kernelcast mcp --help`` lists them)
 INSTRUCTIONS = ("kernelcast optimizes OpenCL/CUDA kernels under a budget of hardware measurements. Start with "

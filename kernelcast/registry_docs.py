@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from kernelcast.agents.registry import DEFAULT_FORECASTER, DEFAULT_GENERATOR, FORECASTERS, GENERATORS
-from kernelcast.graphs.routers import DEFAULT_ROUTER, ROUTERS
+from kernelcast.graphs.route.routers import DEFAULT_ROUTER, ROUTERS
 
 START, END = "<!-- registries:start (python -m kernelcast.registry_docs) -->", "<!-- registries:end -->"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"

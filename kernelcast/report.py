@@ -24,18 +24,18 @@ import numpy as np
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.events import logged
-from kernelcast.graphs.result import RunResult, ShownSpeedup, best_curve, interval_text, ranked, shown_speedups
-from kernelcast.graphs.state import DECISION_OUTCOME
+from kernelcast.graphs.search.result import RunResult, ShownSpeedup, best_curve, interval_text, ranked, shown_speedups
+from kernelcast.graphs.search.tree import DECISION_OUTCOME
 from kernelcast.throughput import Throughput, run_throughput
-from kernelcast.tools.bins import BIN_NAMES, NUM_BINS
-from kernelcast.tools.measurement import Measurement
-from kernelcast.tools.records import EventRecord, RunRecord
-from kernelcast.tools.store import Store, StoreError
+from kernelcast.tools.core.bins import BIN_NAMES, NUM_BINS
+from kernelcast.tools.core.measurement import Measurement
+from kernelcast.tools.store.records import EventRecord, RunRecord
+from kernelcast.tools.store.store import Store, StoreError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from kernelcast.graphs.result import RunResult
+    from kernelcast.graphs.search.result import RunResult
 
 PLOTS = ("progress", "tree", "confusion", "reliability")
 OUTCOME_COLORS = {"root": "#000000", "measured": "#2ca02c", "verified": "#006400", "accepted": "#1f77b4",
@@ -138,8 +138,8 @@ def forecast_pairs(store: Store, run_id: str, measurements: Sequence[Measurement
     """This run's forecasts joined with this run's first measurement of the same candidate (the one the
     forecast predicted; a confirmation is not a second pair): each candidate's last forecast, the one its
     routing was decided on (a child carried over is forecast once per round)."""
-    from kernelcast.agents.bins import expected_log_speedup
-    from kernelcast.agents.forecast import Provenance
+    from kernelcast.tools.core.bins import expected_log_speedup
+    from kernelcast.agents.forecast.base import Provenance
 
     measured = {m.candidate_hash: m for m in measurements if m.phase != "confirm"}
     pairs = []
@@ -168,7 +168,7 @@ def confusion_counts(pairs: Sequence[ForecastPair]) -> np.ndarray:
 
 def reliability(pairs: Sequence[ForecastPair], n_buckets: int = 10) -> tuple[list[dict[str, float]], float | None]:
     """Per confidence bucket: mean confidence, accuracy, count (informative forecasts of correct kernels); ECE."""
-    from kernelcast.agents.scoring import ece
+    from kernelcast.agents.forecast.scoring import ece
     from kernelcast.calibration_report import reliability_buckets
 
     usable = [p for p in pairs if not p.failed and p.measured_bin > 0]
@@ -202,7 +202,7 @@ def by_result(runs: Sequence[RunData]) -> list[RunData]:
 
 def progress_figure(runs: Sequence[RunData]) -> Figure:
     """The best kernel found vs hardware measurements spent, one line per run, each kernel valued as its run
-    reports it (its confirmation where it has one: :func:`kernelcast.graphs.result.best_curve`), the runs ranked
+    reports it (its confirmation where it has one: :func:`kernelcast.graphs.search.result.best_curve`), the runs ranked
     by their confirmed results; every curve ends on its run's result, a diamond with its 95 % interval."""
     fig = _figure()
     ax = fig.add_subplot()
@@ -407,7 +407,7 @@ class RankSkill:
 def rank_skill(pairs: Sequence[ForecastPair]) -> RankSkill:
     from scipy.stats import spearmanr
 
-    from kernelcast.agents.scoring import recovered_speedup
+    from kernelcast.agents.forecast.scoring import recovered_speedup
 
     informative = [p for p in pairs if not p.failed]
     correct = [p for p in informative if p.measured_speedup is not None]
@@ -425,7 +425,7 @@ def rank_skill(pairs: Sequence[ForecastPair]) -> RankSkill:
 
 
 def _scores(pairs: Sequence[ForecastPair]) -> str:
-    from kernelcast.agents.scoring import summarize
+    from kernelcast.agents.forecast.scoring import summarize
 
     usable = [p for p in pairs if not p.failed and p.measured_bin > 0]
     note = (f"{len(pairs)} forecasts of this run were measured; {sum(p.failed for p in pairs)} were uninformative "

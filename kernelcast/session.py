@@ -3,7 +3,7 @@
 One set of functions for every front door (MCP tools, chat commands, the Python :class:`Session`):
 :func:`start_session` → :func:`suggest_parents` ⇄ :func:`submit_candidates` → :func:`finish_session`, plus
 :func:`session_status`. A session is a run whose generator is ``external``: the graph of
-:mod:`kernelcast.graphs.session_graph`, checkpointed in the runs' SQLite checkpointer, so a session stopped
+:mod:`kernelcast.graphs.search.session_graph`, checkpointed in the runs' SQLite checkpointer, so a session stopped
 in any way (a killed server included) resumes by id; reopening one that stopped in the middle of a round
 first finishes that round, reusing every measurement already stored. What the functions return is in
 :mod:`kernelcast.session_views`.
@@ -24,17 +24,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from kernelcast.agents.generator import Proposals
+from kernelcast.agents.generate.base import Proposals
 from kernelcast.agents.registry import DEFAULT_GENERATOR
 from kernelcast.graphs.config import RunConfig, default
-from kernelcast.graphs.nodes import incumbent_of, standing
-from kernelcast.graphs.result import RunResult
-from kernelcast.graphs.session_graph import EXTERNAL, SessionCommand, SubmittedCandidate
+from kernelcast.graphs.search.nodes import incumbent_of, standing
+from kernelcast.graphs.search.result import RunResult
+from kernelcast.graphs.search.session_graph import EXTERNAL, SessionCommand, SubmittedCandidate
 from kernelcast.session_views import (SessionResult, SessionStatus, SubmitOutput, Suggestions, parent_suggestion,
                                       round_results, shown_best)
-from kernelcast.tools.candidate import Candidate
-from kernelcast.tools.records import RunRecord
-from kernelcast.tools.store import Store
+from kernelcast.tools.core.candidate import Candidate
+from kernelcast.tools.store.records import RunRecord
+from kernelcast.tools.store.store import Store
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -42,9 +42,9 @@ if TYPE_CHECKING:
     from langgraph.graph.state import CompiledStateGraph
 
     from kernelcast.graphs.context import RunContext
-    from kernelcast.graphs.nodes import SearchNodes
-    from kernelcast.graphs.session_graph import SessionState
-    from kernelcast.tools.measurer import Measurer
+    from kernelcast.graphs.search.nodes import SearchNodes
+    from kernelcast.graphs.search.session_graph import SessionState
+    from kernelcast.tools.hardware.measurers.base import Measurer
 
 EventCallback = Callable[[str, dict[str, Any]], None]
 
@@ -79,7 +79,7 @@ class LiveSession:
 
     @property
     def graph_config(self) -> RunnableConfig:
-        from kernelcast.graphs.graph import RECURSION_LIMIT
+        from kernelcast.graphs.search.graph import RECURSION_LIMIT
 
         config: RunnableConfig = {"configurable": {"thread_id": self.session_id}, "recursion_limit": RECURSION_LIMIT}
         return config
@@ -91,7 +91,7 @@ class LiveSession:
         return cast("SessionState", dict(self.snapshot().values))
 
     def search(self) -> SearchNodes:
-        from kernelcast.graphs.nodes import SearchNodes
+        from kernelcast.graphs.search.nodes import SearchNodes
 
         return SearchNodes(self.ctx, carry_over=False)
 
@@ -157,8 +157,8 @@ def _context(run_id: str, config: Any, store: Store, home: Path, measurer: Any) 
 
 
 def _compile(session_id: str, home: Path, store: Store, measurer: Any, config: Any) -> LiveSession:
-    from kernelcast.graphs.graph import checkpointer
-    from kernelcast.graphs.session_graph import build_session_graph
+    from kernelcast.graphs.search.graph import checkpointer
+    from kernelcast.graphs.search.session_graph import build_session_graph
 
     ctx = _context(session_id, config, store, home, measurer)
     saver = checkpointer(ctx.env.checkpoints)
@@ -215,7 +215,7 @@ def _open(session: str, home: Path | None) -> tuple[LiveSession | None, RunRecor
 
 def _open_locked(session: str, home: Path | None) -> tuple[LiveSession | None, RunRecord]:
     from kernelcast.graphs.run import open_measurer
-    from kernelcast.tools.task import resolve_task
+    from kernelcast.tools.core.task import resolve_task
 
     home, db = _places(home)
     store = Store(db)
@@ -259,7 +259,7 @@ def _open_locked(session: str, home: Path | None) -> tuple[LiveSession | None, R
 
 def _finished_values(home: Path | None, session_id: str) -> SessionState:
     """The last checkpointed state of a closed session, read without building its context."""
-    from kernelcast.graphs.graph import checkpointer
+    from kernelcast.graphs.search.graph import checkpointer
 
     home_path, _ = _places(home)
     saver = checkpointer(home_path / "checkpoints.db")
@@ -278,7 +278,7 @@ def start_session(task: str, budget: int = 12, router: str = default("router"), 
     """Start a session (a run whose generator is the caller) and return its id; it waits for candidates."""
     from kernelcast.settings import get_settings
     from kernelcast.graphs.run import open_measurer
-    from kernelcast.tools.task import builtin_task_paths, resolve_task
+    from kernelcast.tools.core.task import builtin_task_paths, resolve_task
 
     settings = get_settings()
     resolved = resolve_task(task)  # an unknown task fails here, before anything exists
@@ -311,7 +311,7 @@ def start_session(task: str, budget: int = 12, router: str = default("router"), 
 
 def suggest_parents(session: str, count: int = 1, *, home: Path | None = None) -> Suggestions:
     """The parents the search wants mutated next (PUCT order; the first is its choice), with feedback."""
-    from kernelcast.graphs import puct
+    from kernelcast.graphs.search import puct
 
     live = _require_open(session, home, "suggest parents for")
     with live.lock:
@@ -458,7 +458,7 @@ def _require_open(session: str, home: Path | None, doing: str) -> LiveSession:
 
 
 def _parent_key(live: LiveSession, state: SessionState, parent: str | None) -> str:
-    from kernelcast.graphs.session_graph import expandable
+    from kernelcast.graphs.search.session_graph import expandable
 
     nodes = state["nodes"]
     if parent is None:

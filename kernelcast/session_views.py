@@ -12,16 +12,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from kernelcast.graphs.result import RunResult, ShownSpeedup, shown_speedups
-from kernelcast.graphs.nodes import standing
-from kernelcast.graphs.session_graph import Verdict
-from kernelcast.tools.bins import BIN_NAMES
-from kernelcast.tools.measurement import HardwareSpec, Measurement
-from kernelcast.tools.store import Store
+from kernelcast.graphs.search.result import RunResult, ShownSpeedup, shown_speedups
+from kernelcast.graphs.search.nodes import standing
+from kernelcast.graphs.search.session_graph import Verdict
+from kernelcast.tools.core.bins import BIN_NAMES
+from kernelcast.tools.core.measurement import HardwareSpec, Measurement
+from kernelcast.tools.store.store import Store
 
 if TYPE_CHECKING:
-    from kernelcast.graphs.session_graph import SessionState
-    from kernelcast.graphs.state import ForecastSummary
+    from kernelcast.graphs.search.session_graph import SessionState
+    from kernelcast.graphs.search.tree import ForecastSummary
 
 Decision = Literal["measured", "trusted", "pruned", "deferred", "rejected", "pending"]
 SessionPhase = Literal["awaiting_candidates", "finished", "failed"]

@@ -10,15 +10,15 @@ import atexit
 from typing import Any
 
 from kernelcast.graphs.config import RunConfig
-from kernelcast.graphs.graph import build_graph
+from kernelcast.graphs.search.graph import build_graph
 from kernelcast.settings import get_settings
 
 
 def make_graph(config: dict[str, Any] | None = None) -> Any:
     from kernelcast.api import run_env
     from kernelcast.graphs.run import build_context, open_measurer
-    from kernelcast.tools.store import Store
-    from kernelcast.tools.task import resolve_task
+    from kernelcast.tools.store.store import Store
+    from kernelcast.tools.core.task import resolve_task
 
     settings = get_settings()
     options = dict((config or {}).get("configurable", {}))

@@ -1,4 +1,4 @@
-"""The task-file reference in ``docs/task-format.md``, written from the pydantic models of ``tools/task.py``.
+"""The task-file reference in ``docs/task-format.md``, written from the pydantic models of ``tools/core/task.py``.
 
 Every field's TOML key, type, constraints and default come from the models; only the one-line meaning of each
 field (:data:`MEANINGS`) and the prose around the tables (:data:`HEAD`, :data:`TAIL`) are written here, and
@@ -17,10 +17,10 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from kernelcast.tools.task import (DTYPES, INITS, MAX_SPACE_COMBINATIONS, MAX_TASK_FILE_BYTES, BufferArg, Launch,
+from kernelcast.tools.core.task import (DTYPES, INITS, MAX_SPACE_COMBINATIONS, MAX_TASK_FILE_BYTES, BufferArg, Launch,
                                    LocalArg, ScalarArg, TaskSpec, Template, Tolerance)
-from kernelcast.tools.expr import _FUNCS as EXPRESSION_FUNCTIONS  # the functions expressions may call
-from kernelcast.tools.preprocess import MAX_SOURCE_BYTES
+from kernelcast.tools.core.expr import _FUNCS as EXPRESSION_FUNCTIONS  # the functions expressions may call
+from kernelcast.tools.core.preprocess import MAX_SOURCE_BYTES
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "task-format.md"
 
@@ -117,7 +117,7 @@ order, named problem sizes, the launch geometry, tolerances and, optionally, a t
 (or its folder, holding `task.toml`) wherever a task name is accepted: `kernelcast tasks show PATH`,
 `kernelcast measure PATH`, `kernelcast optimize PATH`.
 
-This file is generated from the models in `tools/task.py` by `python -m kernelcast.task_docs`; a test fails
+This file is generated from the models in `tools/core/task.py` by `python -m kernelcast.task_docs`; a test fails
 when it is not current.
 
 ## Start from your kernel
@@ -169,7 +169,7 @@ point equal to the reference, here BS = 4, is never proposed). A parameter the s
 
 
 def _example() -> str:
-    from kernelcast.tools.task import builtin_task_paths
+    from kernelcast.tools.core.task import builtin_task_paths
 
     path = builtin_task_paths()["saxpy"]
     return ("## A complete example\n\n`tools/builtin_tasks/saxpy/task.toml` (its template, `saxpy_tunable.cl`, is a "

@@ -16,10 +16,10 @@ from typing import Any
 
 import clang.cindex as ci
 
-from kernelcast.agents.kernel_ast import (K, KernelParseError, ParsedSource, ancestors, decl_key, operator, parents,
+from kernelcast.agents.generate.kernel_ast import (K, KernelParseError, ParsedSource, ancestors, decl_key, operator, parents,
                                           parse, pointer_roots, walk, written_roots)
-from kernelcast.tools.kernel_signature import KernelParam, KernelSignatureError, kernel_params
-from kernelcast.tools.task import C_TYPES, DTYPES
+from kernelcast.tools.core.signature import KernelParam, KernelSignatureError, kernel_params
+from kernelcast.tools.core.task import C_TYPES, DTYPES
 
 TODO = "TODO"
 DTYPE_OF = {c: d for d, c in C_TYPES.items()}  # kernel-side element type -> dtype

@@ -1,9 +1,9 @@
 """Throughput next to speedup: GFLOP/s and GB/s of a measurement against the device's peaks.
 
 The work is the task's: its ``flops`` / ``bytes`` expressions when the task file gives them, else the static
-estimate of the reference kernel (:mod:`kernelcast.agents.work_estimate`: the useful work, which a candidate that
+estimate of the reference kernel (:mod:`kernelcast.agents.forecast.work_estimate`: the useful work, which a candidate that
 recomputes does not inflate) and the compulsory bytes. The peaks are the roofline prior's
-(:class:`kernelcast.agents.roofline_prior.DeviceModel`): compute from the device spec and the probed SIMD width,
+(:class:`kernelcast.agents.forecast.prior.DeviceModel`): compute from the device spec and the probed SIMD width,
 bandwidth from the stored triad probe (a guess by device type until it ran, and said so). "Implausible" is said
 only against these peaks, never against a fixed speedup ratio: a 30x speedup over a naive reference is
 ordinary, 3x the device's bandwidth is not.
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from kernelcast.tools.measurement import HardwareSpec, Measurement
-from kernelcast.tools.records import RunRecord
-from kernelcast.tools.store import Store
-from kernelcast.tools.task import Task
+from kernelcast.tools.core.measurement import HardwareSpec, Measurement
+from kernelcast.tools.store.records import RunRecord
+from kernelcast.tools.store.store import Store
+from kernelcast.tools.core.task import Task
 
 IMPLAUSIBLE = 2.0  # beyond this multiple of a roofline peak a timing is not believed (the peaks are estimates)
 
@@ -54,8 +54,8 @@ class Throughput(BaseModel):
 
 def device_peaks(store: Store | None, hw: HardwareSpec, working_set: float) -> Peaks:
     """The roofline's peaks for a working set of ``working_set`` bytes, from the probes the store holds."""
-    from kernelcast.agents.device_probe import guessed_bandwidth, stored_bandwidth
-    from kernelcast.agents.roofline_prior import DeviceModel
+    from kernelcast.agents.forecast.device_probe import guessed_bandwidth, stored_bandwidth
+    from kernelcast.agents.forecast.prior import DeviceModel
 
     stored = stored_bandwidth(store, hw) if store is not None else None
     dev = DeviceModel.of(hw, stored[0] if stored is not None else guessed_bandwidth(hw))
@@ -70,8 +70,8 @@ def device_peaks(store: Store | None, hw: HardwareSpec, working_set: float) -> P
 
 def task_work(task: Task, sizes: str) -> tuple[float | None, float, str]:
     """(flops, bytes, where they came from) of one launch of ``task`` at ``sizes`` ('full' or 'small')."""
-    from kernelcast.agents.work_estimate import compulsory_bytes, estimate
-    from kernelcast.tools.expr import ExpressionError, evaluate
+    from kernelcast.agents.forecast.work_estimate import compulsory_bytes, estimate
+    from kernelcast.tools.core.expr import ExpressionError, evaluate
 
     values = task.sizes("small" if sizes == "small" else "full")
     nbytes = compulsory_bytes(task, values)
@@ -118,7 +118,7 @@ def run_throughput(store: Store, run: RunRecord, candidate_hash: str) -> Through
     """The throughput of a run's node as shown: of its confirmation when it has one, else of its first
     measurement (None: the task file is gone or changed, the device unknown, or no correct measurement)."""
     from kernelcast.graphs.config import RunConfig
-    from kernelcast.tools.task import TaskError, resolve_task
+    from kernelcast.tools.core.task import TaskError, resolve_task
 
     try:
         task = resolve_task(RunConfig.of_run(run).task)

@@ -13,13 +13,13 @@ if str(Path(__file__).parent) not in sys.path:
 
 from llm_server import LlamaServer, find_gguf  # noqa: E402
 
-from kernelcast.tools.worker import MeasurementWorker  # noqa: E402
+from kernelcast.tools.hardware.worker import MeasurementWorker  # noqa: E402
 
 
 # ---- issue 11: say which device the suite ran on --------------------------------------
 def device_report() -> list[str]:
     """The OpenCL devices at hand, their probe verdicts and the default: results depend on the device."""
-    from kernelcast.tools.device_probe import probe_devices
+    from kernelcast.tools.hardware.probe import probe_devices
 
     lines = []
     statuses = probe_devices()

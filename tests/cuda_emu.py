@@ -1,6 +1,6 @@
 """Run a CUDA candidate on the CPU through ``cuda_emu.h`` (tests on machines without a GPU).
 
-The host side mirrors the harness: the same seeded inputs (:func:`kernelcast.tools.harness.make_inputs`),
+The host side mirrors the harness: the same seeded inputs (:func:`kernelcast.tools.hardware.harness.make_inputs`),
 outputs poisoned, guard zones of GUARD_BYTES filled with GUARD_BYTE around every buffer, the
 launch geometry resolved as the CUDA backend does (``global`` = total threads, grid =
 global / local), and every buffer read back so read-only inputs and guards can be checked.
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelcast.tools.backends.base import GUARD_BYTE, GUARD_BYTES
-from kernelcast.tools.backends.cuda import ensure_c_linkage, launch_dims
-from kernelcast.tools.candidate import Candidate
-from kernelcast.tools.harness import buffer_count, poison, resolve_geometry, scalar_values
-from kernelcast.tools.task import BufferArg, ScalarArg, Task
+from kernelcast.tools.hardware.backends.base import GUARD_BYTE, GUARD_BYTES
+from kernelcast.tools.hardware.backends.cuda import ensure_c_linkage, launch_dims
+from kernelcast.tools.core.candidate import Candidate
+from kernelcast.tools.hardware.harness import buffer_count, poison, resolve_geometry, scalar_values
+from kernelcast.tools.core.task import BufferArg, ScalarArg, Task
 
 HEADER = Path(__file__).with_name("cuda_emu.h")
 _CTYPES = {"float32": "float", "float64": "double", "int32": "int", "uint32": "unsigned", "int64": "long long",
@@ -80,7 +80,7 @@ static void save(const char* dir, const char* name, unsigned char* b, size_t n) 
 
 def run_emulated(task: Task, candidate: Candidate, sizes: dict[str, int], inputs: dict[str, np.ndarray],
                  timeout_s: float = 120.0) -> tuple[dict[str, np.ndarray], list[str]]:
-    """(outputs by name, problems) like :func:`kernelcast.tools.harness.run_once`; raises EmulationError on failure."""
+    """(outputs by name, problems) like :func:`kernelcast.tools.hardware.harness.run_once`; raises EmulationError on failure."""
     source = ensure_c_linkage(candidate.source, task.spec.entry)
     program = f'#include "{HEADER}"\n#line 1 "kernel.cu"\n{source}\n#line 1 "host.cpp"\n{_HOST}\n' + \
         _driver(task, candidate, sizes) + "\n"

@@ -2,8 +2,8 @@
 
 ``NUMPY_REFS[name](inputs, scalars, sizes)`` returns the expected content of every
 output buffer (intent "out" or "inout") as a flat array of the buffer's dtype.
-``inputs`` are the seeded host arrays the harness uploads (``kernelcast.tools.harness.make_inputs``),
-``scalars`` the by-value arguments (``kernelcast.tools.harness.scalar_values``), ``sizes`` the named
+``inputs`` are the seeded host arrays the harness uploads (``kernelcast.tools.hardware.harness.make_inputs``),
+``scalars`` the by-value arguments (``kernelcast.tools.hardware.harness.scalar_values``), ``sizes`` the named
 problem sizes. Floating-point results are computed in float64 and rounded once.
 """
 

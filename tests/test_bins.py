@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-import kernelcast.tools.bins
-from kernelcast.agents import bins
-from kernelcast.agents.bins import (expected_bin, expected_log_speedup, expected_speedup, normalized_entropy, speedup_bin,
+import kernelcast.tools.core.bins
+from kernelcast.tools.core import bins
+from kernelcast.tools.core.bins import (expected_bin, expected_log_speedup, expected_speedup, normalized_entropy, speedup_bin,
                                    top2_margin)
 
 ABOVE = 1e-9
@@ -38,8 +38,8 @@ def test_failures_are_bin_zero(bad: float | None) -> None:
 
 
 def test_agents_bins_reexports_the_single_definition() -> None:
-    assert bins.EDGES is kernelcast.tools.bins.EDGES
-    assert bins.speedup_bin is kernelcast.tools.bins.speedup_bin
+    assert bins.EDGES is kernelcast.tools.core.bins.EDGES
+    assert bins.speedup_bin is kernelcast.tools.core.bins.speedup_bin
     assert bins.NUM_BINS == 8 and len(bins.BIN_CENTERS) == 8
 
 

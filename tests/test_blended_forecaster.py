@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.agents.blended_forecaster import BlendedForecaster
+from kernelcast.agents.forecast.blend import BlendedForecaster
 from kernelcast.agents.factory import SEED_DATASET, learned_forecaster
-from kernelcast.agents.features import device_similarity
-from kernelcast.tools.measurement import HardwareSpec, Measurement, Status
-from kernelcast.tools.store import Store
-from kernelcast.tools.task import Task, resolve_task
+from kernelcast.agents.forecast.features import device_similarity
+from kernelcast.tools.core.measurement import HardwareSpec, Measurement, Status
+from kernelcast.tools.store.store import Store
+from kernelcast.tools.core.task import Task, resolve_task
 
 GPU = HardwareSpec(backend="cuda", platform="cuda", name="big gpu", device_type="GPU", compute_units=132,
                    clock_mhz=1980, global_cache_bytes=50 * 2**20, local_mem_bytes=228 * 2**10)
@@ -88,9 +88,9 @@ def test_derived_candidates_get_the_prior_until_the_forest_has_shown_skill_on_th
     """The forest learned template points; its share fitted on them (0.9 here) turned the prior's ranking of
     a new kernel's derived points into noise. Its share on derived points is earned on derived rows only, and
     the seed has none."""
-    from kernelcast.agents.blended_forecaster import DERIVED, family
-    from kernelcast.agents.derived_space import DerivedSpace
-    from kernelcast.tools.task import load_task
+    from kernelcast.agents.forecast.blend import DERIVED, family
+    from kernelcast.agents.generate.derived_space import DerivedSpace
+    from kernelcast.tools.core.task import load_task
 
     assert blended.stack_weight(seed_device) > 0.3 and blended.stack_weight(seed_device, DERIVED) == 0.0
     task = load_task(Path(__file__).resolve().parents[1] / "bench" / "kernels" / "matvec_cols")

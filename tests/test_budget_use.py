@@ -10,21 +10,21 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelcast.agents.distributions import lognormal_bins
-from kernelcast.agents.risk_control import TrustThresholds
+from kernelcast.agents.forecast.distributions import lognormal_bins
+from kernelcast.graphs.route.risk_control import TrustThresholds
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunEnv
 from kernelcast.graphs.events import Spend
-from kernelcast.graphs.nodes import (best_measured, confirm_reserve, incumbent_of, new_node, standing, still_to_confirm,
+from kernelcast.graphs.search.nodes import (best_measured, confirm_reserve, incumbent_of, new_node, standing, still_to_confirm,
                                      top_measured)
-from kernelcast.graphs.routing import RoutingInput, SelectiveRouter
+from kernelcast.graphs.route.routing import RoutingInput, SelectiveRouter
 from kernelcast.graphs.run import start_run
-from kernelcast.graphs.trust import RouteRecord, TrustedDecision, beat_of, trust_summary, trusted_decisions
-from kernelcast.tools.measurement import Measurement, RivalComparison, Status, TimingStats
-from kernelcast.tools.store import Store
+from kernelcast.graphs.route.trust import RouteRecord, TrustedDecision, beat_of, trust_summary, trusted_decisions
+from kernelcast.tools.core.measurement import Measurement, RivalComparison, Status, TimingStats
+from kernelcast.tools.store.store import Store
 
 from test_graph import check_pairing  # noqa: E402 (tests/ is on sys.path, see conftest)
-from kernelcast.tools.task import BUILTIN_DIR, resolve_task
+from kernelcast.tools.core.task import BUILTIN_DIR, resolve_task
 
 PRUNE_EVERYTHING = TrustThresholds(prune_below=0.3, accept_above=None, n_calibration=100)
 
@@ -216,7 +216,7 @@ def test_a_decision_is_judged_by_the_paired_comparison_with_its_incumbent() -> N
 
 def test_small_budgets_confirm_one_winner_per_eight_measurements() -> None:
     """Three confirmations at a budget of 8 would leave five measurements to search with."""
-    from kernelcast.graphs.nodes import confirmations
+    from kernelcast.graphs.search.nodes import confirmations
 
     assert [confirmations(RunConfig(task="saxpy", budget=b)) for b in (4, 8, 16, 24, 100)] == [1, 1, 2, 3, 3]
     assert confirmations(RunConfig(task="saxpy", budget=24, confirm_top=0)) == 0

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 from numpy_refs import NUMPY_REFS
 
-from kernelcast.tools.candidate import check_signature
-from kernelcast.tools.expr import evaluate
-from kernelcast.tools.harness import buffer_count, make_inputs, scalar_values
-from kernelcast.tools.measurement import MeasureConfig, Status
-from kernelcast.tools.task import BufferArg, Task, builtin_task_paths, load_task
-from kernelcast.tools.worker import MeasurementWorker
+from kernelcast.tools.core.candidate import check_signature
+from kernelcast.tools.core.expr import evaluate
+from kernelcast.tools.hardware.harness import buffer_count, make_inputs, scalar_values
+from kernelcast.tools.core.measurement import MeasureConfig, Status
+from kernelcast.tools.core.task import BufferArg, Task, builtin_task_paths, load_task
+from kernelcast.tools.hardware.worker import MeasurementWorker
 
 EXPECTED_TASKS = {"saxpy", "reduce_rows", "softmax", "layernorm", "transpose", "gemm", "gemv", "stencil2d",
                   "histogram", "scan"}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from kernelcast.graphs.trust import calibration_group
-from kernelcast.tools.task import builtin_task_paths, load_task, resolve_task
+from kernelcast.graphs.route.trust import calibration_group
+from kernelcast.tools.core.task import builtin_task_paths, load_task, resolve_task
 
 
 def test_a_builtin_task_is_its_own_group() -> None:
@@ -44,8 +44,8 @@ def test_calibration_rows_carry_their_runs_group(tmp_path: Path) -> None:
     """A run's rows are labelled with the group it recorded; a run from before groups were recorded reads as
     its task's name if it ran the built-in by name, else as that name marked legacy."""
     from kernelcast.graphs.events import Route
-    from kernelcast.graphs.trust import calibration_rows
-    from kernelcast.tools.store import Store
+    from kernelcast.graphs.route.trust import calibration_rows
+    from kernelcast.tools.store.store import Store
     from tests.test_store import measurement
 
     store = Store(tmp_path / "k.db")
@@ -67,11 +67,11 @@ def test_a_run_certifies_on_its_tasks_rows_unless_told_to_use_every_tasks(tmp_pa
     side decides nothing alone before its probation audits on the task were measured and found right."""
     import pytest
 
-    from kernelcast.agents.risk_control import PROBATION_AUDITS
+    from kernelcast.graphs.route.risk_control import PROBATION_AUDITS
     from kernelcast.graphs.config import RunConfig
     from kernelcast.graphs.run import RunEnv, start_run
-    from kernelcast.graphs.trust import RouteRecord, trust_summary
-    from kernelcast.tools.store import Store
+    from kernelcast.graphs.route.trust import RouteRecord, trust_summary
+    from kernelcast.tools.store.store import Store
 
     reasons: dict[bool, list[str]] = {}
     for own_rows in (True, False):

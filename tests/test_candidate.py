@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelcast.tools.candidate import Candidate, SignatureError, check_signature, normalize_source, signature
+from kernelcast.tools.core.candidate import Candidate, SignatureError, check_signature, normalize_source, signature
 
 REF = "__kernel void k(__global const float *x, __global float *y, const float a, const int n) { y[0] = x[0]; }"
 

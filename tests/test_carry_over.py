@@ -8,10 +8,10 @@ from pathlib import Path
 
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.events import Skip
-from kernelcast.graphs.nodes import NOT_IN_REPLAY
+from kernelcast.graphs.search.nodes import NOT_IN_REPLAY
 from kernelcast.graphs.run import RunEnv, start_run
-from kernelcast.graphs.trust import RouteRecord, trust_summary
-from kernelcast.tools.store import Store
+from kernelcast.graphs.route.trust import RouteRecord, trust_summary
+from kernelcast.tools.store.store import Store
 from tests.test_graph import check_invariants
 
 
@@ -93,7 +93,7 @@ def test_the_carried_flag_marks_only_routings_after_the_first(tmp_path: Path) ->
 def test_a_child_routed_more_than_once_is_one_decision_its_last(tmp_path: Path) -> None:
     """A carried child, or a round logged again after a kill in its route step: every reader of decisions
     (the trusted ones a check samples, the audits spent, the incumbent to time beside) takes its last routing."""
-    from kernelcast.graphs.trust import last_routes, trusted_decisions
+    from kernelcast.graphs.route.trust import last_routes, trusted_decisions
 
     store = Store(tmp_path / "k.db")
     run_id = store.create_run("gemm", "dev", {}, 8)

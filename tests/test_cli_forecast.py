@@ -10,9 +10,9 @@ from pathlib import Path
 
 
 from kernelcast.agents.factory import SEED_DATASET
-from kernelcast.tools.measurement import Measurement, Status
-from kernelcast.tools.store import Store
-from kernelcast.tools.task import resolve_task
+from kernelcast.tools.core.measurement import Measurement, Status
+from kernelcast.tools.store.store import Store
+from kernelcast.tools.core.task import resolve_task
 
 
 def kc(tmp_path: Path, *args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kernelcast.tools.store import Store
+from kernelcast.tools.store.store import Store
 
 
 def kc(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.tools.candidate import Candidate, SignatureError, check_signature, signature
-from kernelcast.tools.confinement import ConfinementError, check_candidate, option_problem
-from kernelcast.tools.expr import ExpressionError, evaluate
-from kernelcast.tools.measurement import MeasureConfig, Status
-from kernelcast.tools.preprocess import MAX_SOURCE_BYTES, PreprocessError, preprocess
-from kernelcast.tools.task import Task, TaskError, load_task, resolve_task, resolve_task_in_roots
-from kernelcast.tools.worker import MeasurementWorker
+from kernelcast.tools.core.candidate import Candidate, SignatureError, check_signature, signature
+from kernelcast.tools.core.confinement import ConfinementError, check_candidate, option_problem
+from kernelcast.tools.core.expr import ExpressionError, evaluate
+from kernelcast.tools.core.measurement import MeasureConfig, Status
+from kernelcast.tools.core.preprocess import MAX_SOURCE_BYTES, PreprocessError, preprocess
+from kernelcast.tools.core.task import Task, TaskError, load_task, resolve_task, resolve_task_in_roots
+from kernelcast.tools.hardware.worker import MeasurementWorker
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = MeasureConfig(sizes="small", max_reps=5, target_seconds=0.01, timeout_s=60)
@@ -221,7 +221,7 @@ def test_include_path_options_and_injected_defines_are_refused(saxpy: Task) -> N
 
 
 def test_generator_uses_the_same_allowlist(saxpy: Task) -> None:
-    from kernelcast.agents.generator import bad_options
+    from kernelcast.agents.generate.base import bad_options
 
     assert "may not name files" in (bad_options(saxpy, ["-I/etc"]) or "")
     assert bad_options(saxpy, ["-cl-mad-enable"]) is None
@@ -433,7 +433,7 @@ def test_hash_is_stable_and_never_raises_for_refused_sources() -> None:
 
 
 def test_builtin_references_and_template_points_preprocess(saxpy: Task) -> None:
-    from kernelcast.tools.task import builtin_task_paths
+    from kernelcast.tools.core.task import builtin_task_paths
 
     for name, path in builtin_task_paths().items():
         task = load_task(path)

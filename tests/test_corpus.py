@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kernelcast.tools.candidate import canonical_source
-from kernelcast.tools.harness import buffer_count, make_inputs, scalar_values
-from kernelcast.tools.task import BufferArg, Task, builtin_task_paths, load_task
-from kernelcast.tools.worker import MeasurementWorker
+from kernelcast.tools.core.candidate import canonical_source
+from kernelcast.tools.hardware.harness import buffer_count, make_inputs, scalar_values
+from kernelcast.tools.core.task import BufferArg, Task, builtin_task_paths, load_task
+from kernelcast.tools.hardware.worker import MeasurementWorker
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "bench" / "corpus"

@@ -27,14 +27,14 @@ import pytest
 
 from cuda_emu import EmulationError, gxx_available, run_emulated
 from numpy_refs_cuda import NUMPY_REFS
-from kernelcast.tools.backends import DeviceRuntimeError, make_runner
-from kernelcast.tools.backends.cuda import ensure_c_linkage, launch_dims, list_devices
-from kernelcast.tools.candidate import Candidate, check_signature
-from kernelcast.tools.harness import compare_outputs, make_inputs
-from kernelcast.tools.measurement import MeasureConfig, Status
-from kernelcast.tools.nvcc import compile_check, nvcc_available
-from kernelcast.tools.task import Task, resolve_task
-from kernelcast.tools.worker import MeasurementWorker, WorkerError
+from kernelcast.tools.hardware.backends import DeviceRuntimeError, make_runner
+from kernelcast.tools.hardware.backends.cuda import ensure_c_linkage, launch_dims, list_devices
+from kernelcast.tools.core.candidate import Candidate, check_signature
+from kernelcast.tools.hardware.harness import compare_outputs, make_inputs
+from kernelcast.tools.core.measurement import MeasureConfig, Status
+from kernelcast.tools.hardware.nvcc import compile_check, nvcc_available
+from kernelcast.tools.core.task import Task, resolve_task
+from kernelcast.tools.hardware.worker import MeasurementWorker, WorkerError
 
 CUDA_TASKS = ["gemm_cuda", "softmax_cuda", "reduce_rows_cuda", "transpose_cuda", "layernorm_cuda"]
 ALL_POINTS = os.environ.get("KERNELCAST_CUDA_ALL_POINTS", "") not in ("", "0")  # no sampling anywhere
@@ -283,8 +283,8 @@ def test_gpu_runner_primitives() -> None:
     """In-process: guarded round trip, build cache, compile errors, C linkage added for the entry."""
     if not list_devices():
         pytest.skip(NO_GPU)
-    from kernelcast.tools.backends.base import CompileError
-    from kernelcast.tools.backends.cuda import CudaRunner
+    from kernelcast.tools.hardware.backends.base import CompileError
+    from kernelcast.tools.hardware.backends.cuda import CudaRunner
 
     runner = CudaRunner()
     data = np.arange(1000, dtype=np.float32)

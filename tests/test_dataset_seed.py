@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernelcast.agents.factory import SEED_DATASET, foreign_seed
-from kernelcast.tools.measurement import HardwareSpec, Measurement, Status
-from kernelcast.tools.store import Store
-from kernelcast.tools.task import resolve_task
+from kernelcast.tools.core.measurement import HardwareSpec, Measurement, Status
+from kernelcast.tools.store.store import Store
+from kernelcast.tools.core.task import resolve_task
 
 SPEC = HardwareSpec(backend="opencl", platform="p", name="dev", compute_units=2)
 

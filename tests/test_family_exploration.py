@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from test_integrity import kc
 
-from kernelcast.agents.families import TEMPLATE, WRITTEN, transformation_family
-from kernelcast.agents.risk_control import TrustThresholds
-from kernelcast.graphs.routing import MIN_FAMILY_EVIDENCE, RoutingInput, SelectiveRouter
-from kernelcast.tools.candidate import Candidate
+from kernelcast.agents.generate.families import TEMPLATE, WRITTEN, transformation_family
+from kernelcast.graphs.route.risk_control import TrustThresholds
+from kernelcast.graphs.route.routing import MIN_FAMILY_EVIDENCE, RoutingInput, SelectiveRouter
+from kernelcast.tools.core.candidate import Candidate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,9 +64,9 @@ def test_families_are_read_from_typed_parameters() -> None:
 def test_a_family_without_evidence_gets_a_wider_belief() -> None:
     """The blended forecaster's epistemic spread: widest for a family it has never seen, narrower once the task
     has measured some of it."""
-    from kernelcast.agents.blended_forecaster import FAMILY_SPREAD, BlendedForecaster, _TaskData
-    from kernelcast.tools.measurement import HardwareSpec, Measurement, Status
-    from kernelcast.tools.task import resolve_task
+    from kernelcast.agents.forecast.blend import FAMILY_SPREAD, BlendedForecaster, _TaskData
+    from kernelcast.tools.core.measurement import HardwareSpec, Measurement, Status
+    from kernelcast.tools.core.task import resolve_task
 
     task = resolve_task("saxpy")
     hw = HardwareSpec(backend="opencl", platform="p", name="d")
@@ -83,7 +83,7 @@ def test_a_family_without_evidence_gets_a_wider_belief() -> None:
 def test_a_fresh_store_spends_its_first_measurements_on_distinct_families(tmp_path: Path) -> None:
     """A kernel loaded by path, no template, a fresh store: the run's first search measurements are one
     representative each of distinct transformation families."""
-    from kernelcast.tools.store import Store
+    from kernelcast.tools.store.store import Store
 
     out = kc(tmp_path / "home", "optimize", str(ROOT / "bench/kernels/matvec_cols"), "--budget", "6",
              "--sizes", "small")

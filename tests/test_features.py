@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.agents.features import SOURCE_KEYS, context, candidate_features, features, source_features
-from kernelcast.tools.candidate import Candidate
-from kernelcast.tools.measurement import HardwareSpec
-from kernelcast.tools.task import load_task, resolve_task
+from kernelcast.agents.forecast.features import SOURCE_KEYS, context, candidate_features, features, source_features
+from kernelcast.tools.core.candidate import Candidate
+from kernelcast.tools.core.measurement import HardwareSpec
+from kernelcast.tools.core.task import load_task, resolve_task
 
 TILED = """
 // a comment with for ( and barrier( that must not count
@@ -79,8 +79,8 @@ def test_a_zero_one_switch_is_visible_to_the_models() -> None:
 def test_a_derived_points_mapping_and_work_group_are_visible_to_the_models() -> None:
     """String params were dropped: a vectorized and a cyclic coarsening, or two work-group shapes, of one derived
     point had the same features (matvec_cols x8: 8.5x against 0.7x)."""
-    from kernelcast.agents.derived_space import KEEP, DerivedSpace
-    from kernelcast.agents.offline_generator import DERIVED_BASE
+    from kernelcast.agents.generate.derived_space import KEEP, DerivedSpace
+    from kernelcast.agents.generate.offline import DERIVED_BASE
 
     task = load_task(Path(__file__).resolve().parents[1] / "bench" / "kernels" / "matvec_cols")
     space = DerivedSpace(task, task.reference(), 256)

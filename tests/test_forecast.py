@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from kernelcast.agents.forecast import (
+from kernelcast.agents.forecast.base import (
     Forecast,
     Forecaster,
     Provenance,
@@ -64,7 +64,7 @@ def test_forecast_rejects_non_distributions(bad: list[float]) -> None:
 
 
 def test_forecast_round_trips_through_json_and_stamps_ids() -> None:
-    from kernelcast.tools.task import resolve_task
+    from kernelcast.tools.core.task import resolve_task
 
     task = resolve_task("saxpy")
     cand = task.reference()
@@ -148,7 +148,7 @@ def test_parse_bin(raw: object, expected: int | None) -> None:
 
 
 def test_llm_forecaster_satisfies_the_protocol() -> None:
-    from kernelcast.agents.llm_client import LLMClient
-    from kernelcast.agents.llm_forecaster import LLMForecaster
+    from kernelcast.agents.llm.client import LLMClient
+    from kernelcast.agents.forecast.llm import LLMForecaster
 
     assert isinstance(LLMForecaster(LLMClient("openai/x", api_base="http://127.0.0.1:9/v1")), Forecaster)

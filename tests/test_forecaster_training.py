@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.agents.training_data import TrainingRow, build_rows, plan_split, read_jsonl, suite_split
-from kernelcast.agents.training_prompt import forecast_prompt, parse_answer, strip_comments
+from kernelcast.agents.train.data import TrainingRow, build_rows, plan_split, read_jsonl, suite_split
+from kernelcast.agents.train.prompt import forecast_prompt, parse_answer, strip_comments
 from kernelcast.dataset import forecaster_dataset
-from kernelcast.tools.measurement import HardwareSpec, Measurement, Status
-from kernelcast.tools.task import resolve_task
+from kernelcast.tools.core.measurement import HardwareSpec, Measurement, Status
+from kernelcast.tools.core.task import resolve_task
 
 try:
     import torch  # noqa: F401
@@ -154,8 +154,8 @@ def _mean_score(model_dir: Path, rows: list[TrainingRow], rule: str) -> tuple[fl
     """(the mean scoring rule of the model's digit distributions on ``rows``, the mean distribution)."""
     import torch
 
-    from kernelcast.agents.bin_distribution import LOSSES, bin_log_probs, digit_token_ids
-    from kernelcast.agents.local_model import chat_text, load_model
+    from kernelcast.agents.forecast.bin_distribution import LOSSES, bin_log_probs, digit_token_ids
+    from kernelcast.agents.train.model import chat_text, load_model
 
     loaded = load_model(model_dir, "cpu")
     with torch.no_grad():
@@ -167,7 +167,7 @@ def _mean_score(model_dir: Path, rows: list[TrainingRow], rule: str) -> tuple[fl
 @needs_torch
 @pytest.mark.parametrize("rule", ["crps", "brier"])
 def test_score_training_lowers_its_scoring_rule(tiny: Path, dataset_dir: Path, tmp_path: Path, rule: str) -> None:
-    from kernelcast.agents.score_training import ScoreConfig, train_score
+    from kernelcast.agents.train.score import ScoreConfig, train_score
 
     rows = _short(read_jsonl(dataset_dir / "train.jsonl"), 12)
     seen = {r.true_bin for r in rows}
@@ -192,7 +192,7 @@ def _answering_model(base: Path, out: Path, rows: list[TrainingRow]) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from kernelcast.agents.local_model import chat_text
+    from kernelcast.agents.train.model import chat_text
 
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base)
@@ -215,7 +215,7 @@ def _answering_model(base: Path, out: Path, rows: list[TrainingRow]) -> Path:
 @needs_torch
 def test_grpo_with_a_correctness_reward_moves_the_bin_towards_the_truth(tiny: Path, dataset_dir: Path,
                                                                        tmp_path: Path) -> None:
-    from kernelcast.agents.grpo_training import GRPOSettings, reward_function, train_grpo
+    from kernelcast.agents.train.grpo import GRPOSettings, reward_function, train_grpo
 
     rows = [r.model_copy(update={"prompt": "Q", "true_bin": 7}) for r in read_jsonl(dataset_dir / "train.jsonl")[:4]]
     reward = reward_function("crps")
@@ -262,11 +262,11 @@ def test_training_resumes_after_a_kill(tiny: Path, dataset_dir: Path, tmp_path: 
 @needs_torch
 def test_a_trained_model_forecasts_inside_a_real_optimize_run(tiny: Path, dataset_dir: Path, tmp_path: Path) -> None:
     from kernelcast.agents.registry import make_forecaster
-    from kernelcast.agents.score_training import ScoreConfig, train_score
+    from kernelcast.agents.train.score import ScoreConfig, train_score
     from kernelcast.graphs.config import RunConfig
     from kernelcast.graphs.context import RunEnv
     from kernelcast.graphs.run import start_run
-    from kernelcast.tools.store import Store
+    from kernelcast.tools.store.store import Store
 
     trained = tmp_path / "trained"
     train_score(ScoreConfig(base=str(tiny), out=trained, steps=2, batch_size=2, lr=1e-2, lora_rank=4,
@@ -286,10 +286,10 @@ def test_a_trained_model_forecasts_inside_a_real_optimize_run(tiny: Path, datase
 def test_a_trained_model_is_certified_on_its_own_runs_rows_only(tmp_path: Path) -> None:
     """Another forecaster's calibration rows (and the seed's replay, made with the blended forecaster) never
     certify a trained model's routing: only the rows of runs that forecast with that very model do."""
-    from kernelcast.agents.risk_control import SEED_REPLAY
+    from kernelcast.graphs.route.risk_control import SEED_REPLAY
     from kernelcast.graphs.events import Route
-    from kernelcast.graphs.trust import trust_for
-    from kernelcast.tools.store import Store
+    from kernelcast.graphs.route.trust import trust_for
+    from kernelcast.tools.store.store import Store
     from tests.test_store import measurement
 
     store = Store(tmp_path / "k.db")

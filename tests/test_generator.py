@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kernelcast.agents.dedup import Deduplicator
-from kernelcast.agents.generator import GenerationContext, Generator, ProposalReport, Reason, Validator
-from kernelcast.agents.offline_generator import (OfflineGenerator, generic_edits, local_size_independent,
+from kernelcast.agents.generate.dedup import Deduplicator
+from kernelcast.agents.generate.base import GenerationContext, Generator, ProposalReport, Reason, Validator
+from kernelcast.agents.generate.offline import (OfflineGenerator, generic_edits, local_size_independent,
                                                  pragma_sites)
 from kernelcast.settings import get_settings
-from kernelcast.tools.candidate import Candidate, candidate_from_file, check_signature
-from kernelcast.tools.measurement import HardwareSpec, Measurement, MeasureConfig, Status
-from kernelcast.tools.store import Store
-from kernelcast.tools.task import Task, Tolerance, builtin_task_paths, load_task, resolve_task
-from kernelcast.tools.worker import MeasurementWorker, WorkerError
+from kernelcast.tools.core.candidate import Candidate, candidate_from_file, check_signature
+from kernelcast.tools.core.measurement import HardwareSpec, Measurement, MeasureConfig, Status
+from kernelcast.tools.store.store import Store
+from kernelcast.tools.core.task import Task, Tolerance, builtin_task_paths, load_task, resolve_task
+from kernelcast.tools.hardware.worker import MeasurementWorker, WorkerError
 
 SMALL = MeasureConfig(sizes="small", time_kernels=False)
 DEVICE = "opencl:test-platform:test-device"
@@ -133,7 +133,7 @@ def test_offline_proposals_compile_and_are_correct_on_every_builtin_task(
             m = device_worker.measure(task, c, SMALL)
             assert m.status is Status.correct, f"{c.intent}: {m.reason}"
         else:
-            from kernelcast.tools.nvcc import nvcc_available
+            from kernelcast.tools.hardware.nvcc import nvcc_available
 
             expected = "compiles (nvcc)" if nvcc_available() else "signature and geometry ok (not compiled)"
             assert report.validation[c.hash] == expected
@@ -313,7 +313,7 @@ def test_floating_point_options_only_for_kernels_that_compute_on_floats() -> Non
     with them spent a measurement on nothing (6 of 21 in a transpose run). Integer kernels likewise."""
     import random
 
-    from kernelcast.agents.kernel_ast import does_float_math, parse
+    from kernelcast.agents.generate.kernel_ast import does_float_math, parse
 
     for name in ("transpose", "scan"):
         task = resolve_task(name)

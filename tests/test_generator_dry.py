@@ -15,10 +15,10 @@ import pytest
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunEnv
-from kernelcast.graphs.nodes import node_forecast, routing_input
-from kernelcast.graphs.routing import measure_order
+from kernelcast.graphs.search.nodes import node_forecast, routing_input
+from kernelcast.graphs.route.routing import measure_order
 from kernelcast.graphs.run import build_context, open_measurer, start_run
-from kernelcast.tools.store import Store
+from kernelcast.tools.store.store import Store
 from test_graph import check_invariants, kc, kill_after_spends, resume_to_the_end  # noqa: E402 (tests/ is on sys.path, see conftest)
 
 
@@ -176,7 +176,7 @@ def test_a_run_killed_among_its_leftovers_resumes_without_losing_what_they_measu
 def test_a_leftover_a_replay_cannot_measure_does_not_end_the_leftovers(tmp_path: Path, tiny_template: Path) -> None:
     """Replaying a store that measured 3 of the 8 points: once the generator runs dry, a pick the replay has
     no measurement of is passed over (nothing bought), and the points it has are still measured."""
-    from kernelcast.graphs.nodes import NOT_IN_REPLAY
+    from kernelcast.graphs.search.nodes import NOT_IN_REPLAY
 
     recorded = Store(tmp_path / "recorded.db")
     start_run(RunConfig(task=str(tiny_template), budget=3, router="measure-all", forecaster="none", sizes="small",

@@ -16,10 +16,10 @@ from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunEnv
 from kernelcast.graphs.events import parse
 from kernelcast.graphs.run import RunError, resume_run, start_run
-from kernelcast.graphs.state import CONSIDERED_CLASSES
-from kernelcast.graphs.trust import RouteRecord
-from kernelcast.tools.measurement import Measurement
-from kernelcast.tools.store import Store
+from kernelcast.graphs.search.tree import CONSIDERED_CLASSES
+from kernelcast.graphs.route.trust import RouteRecord
+from kernelcast.tools.core.measurement import Measurement
+from kernelcast.tools.store.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernelcast.tools.candidate import Candidate
-from kernelcast.tools.measurement import MeasureConfig, Status
-from kernelcast.tools.task import Task, load_task, resolve_task
-from kernelcast.tools.worker import MeasurementWorker
+from kernelcast.tools.core.candidate import Candidate
+from kernelcast.tools.core.measurement import MeasureConfig, Status
+from kernelcast.tools.core.task import Task, load_task, resolve_task
+from kernelcast.tools.hardware.worker import MeasurementWorker
 
 SMALL = MeasureConfig(sizes="small", max_reps=10, target_seconds=0.02, timeout_s=60)
 BODY = "y[i] = a * x[i] + y[i];"
@@ -158,8 +158,8 @@ def test_compile_cache_hit(task: Task, worker: MeasurementWorker) -> None:
 
 def test_the_compile_cache_keeps_the_most_recent_programs_only(task: Task) -> None:
     """A worker compiles every candidate of a search: kept forever, the programs grew one to 14 GiB."""
-    from kernelcast.tools.backends.opencl import OpenCLRunner
-    from kernelcast.tools.device_probe import choose_device
+    from kernelcast.tools.hardware.backends.opencl import OpenCLRunner
+    from kernelcast.tools.hardware.probe import choose_device
 
     runner = OpenCLRunner(choose_device(None).index, kept_builds=2)
     sources = [variant(task, body).source for body in ("y[i] = y[i] + a * x[i];", "y[i] = x[i] * a + y[i];",
@@ -179,7 +179,7 @@ def test_candidate_of_another_task_is_invalid(task: Task, worker: MeasurementWor
 
 
 def test_outputs_match_numpy(task: Task, worker: MeasurementWorker) -> None:
-    from kernelcast.tools.harness import make_inputs
+    from kernelcast.tools.hardware.harness import make_inputs
 
     outputs, problems = worker.outputs(task, task.reference(), "small", seed=5)
     inputs = make_inputs(task, task.sizes("small"), 5)
@@ -196,8 +196,8 @@ def test_hardware_spec_is_read_from_the_device(worker: MeasurementWorker) -> Non
 
 def test_a_device_restricted_to_fewer_compute_units_leaves_the_host_cores(task: Task) -> None:
     """``<device>@N`` measures on a sub-device of N compute units: another device, with its own key."""
-    from kernelcast.tools.device_probe import choose_device
-    from kernelcast.tools.worker import WorkerError
+    from kernelcast.tools.hardware.probe import choose_device
+    from kernelcast.tools.hardware.worker import WorkerError
 
     default = choose_device(None)
     with MeasurementWorker(device=default.index) as whole:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from kernelcast import api
-from kernelcast.graphs.result import ShownSpeedup, interval_text, ranked, shown_speedups
+from kernelcast.graphs.search.result import ShownSpeedup, interval_text, ranked, shown_speedups
 from kernelcast.report import ForecastPair, _scores, load_run, progress_figure, rank_skill, tree_figure, write_report
 from kernelcast.settings import get_settings
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernelcast.graphs.events import Spend
-from kernelcast.graphs.trust import RouteRecord
-from kernelcast.tools.store import Store
+from kernelcast.graphs.route.trust import RouteRecord
+from kernelcast.tools.store.store import Store
 from test_graph import check_invariants, check_pairing, kc, kill_after_spends, resume_to_the_end  # noqa: E402 (tests/ is on sys.path, see conftest)
 
 BUDGET = 18

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.tools.candidate import Candidate
-from kernelcast.tools.device_probe import DeviceUnusable, choose_device, probe_devices
-from kernelcast.tools.measurement import MeasureConfig, Status
-from kernelcast.tools.task import Task, TaskError, load_task
-from kernelcast.tools.worker import MeasurementWorker, WorkerError
+from kernelcast.tools.core.candidate import Candidate
+from kernelcast.tools.hardware.probe import DeviceUnusable, choose_device, probe_devices
+from kernelcast.tools.core.measurement import MeasureConfig, Status
+from kernelcast.tools.core.task import Task, TaskError, load_task
+from kernelcast.tools.hardware.worker import MeasurementWorker, WorkerError
 
 CONFIG = MeasureConfig(sizes="small", max_reps=10, target_seconds=0.02, timeout_s=60)
 START = "int i = get_global_id(0);"
@@ -178,12 +178,12 @@ def test_a_device_whose_probe_fails_is_skipped_with_the_compilers_reason() -> No
 
 
 def test_a_broken_selected_device_stops_the_worker_with_its_reason(tmp_path: Path) -> None:
-    from kernelcast.tools.store import Store
+    from kernelcast.tools.store.store import Store
 
     store = Store(tmp_path / "k.db")
     status = choose_device(None, store)
     store.record_probe_verdict(status.key, status.driver, "compiler rejects this CPU: test verdict")
-    from kernelcast.tools import device_probe
+    from kernelcast.tools.hardware import probe as device_probe
 
     device_probe._memo.clear()  # the process memo would answer first; the store's verdict is the one we test
     with pytest.raises(WorkerError, match="test verdict"):
@@ -203,7 +203,7 @@ def kc(home: Path, *args: str, **env_extra: str) -> subprocess.CompletedProcess[
 def test_a_broken_task_stops_every_command_before_spending(tmp_path: Path) -> None:
     """optimize, measure and dataset build refuse a task whose reference is unusable: exit 2, the cause
     named, no run created, nothing measured."""
-    from kernelcast.tools.store import Store
+    from kernelcast.tools.store.store import Store
 
     source = SLOW_ADD.replace("c[i] = s / 128.0f;", "c[i] = c[i] + s / 128.0f;")
     folder = tmp_path / "broken"
@@ -225,7 +225,7 @@ def test_a_generator_that_never_proposes_fails_the_run(tmp_path: Path) -> None:
              "--model", "openai/none", "--forecaster", "none", KERNELCAST_API_BASE="http://127.0.0.1:9/v1")
     assert out.returncode == 1, out.stdout + out.stderr
     assert "proposed no candidate" in out.stdout + out.stderr and "Traceback" not in out.stderr
-    from kernelcast.tools.store import Store
+    from kernelcast.tools.store.store import Store
 
     runs = Store(tmp_path / "home" / "kernelcast.db").runs()
     assert [r.status for r in runs] == ["failed"] and runs[0].spent == 0

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from kernelcast import console as console_module
 from kernelcast.cli import app
 from kernelcast.settings import get_settings
-from kernelcast.tools.task import TaskError, load_task, resolve_task
+from kernelcast.tools.core.task import TaskError, load_task, resolve_task
 
 ROOT = Path(__file__).resolve().parents[1]
 # an endless kernel with saxpy's signature (bounded so no compiler may assume it finishes; it never does)
@@ -179,10 +179,10 @@ def test_sigint_to_the_cli_alone_stops_it_and_its_worker_promptly(tmp_path: Path
 
 WATCHED = """
 import sys, threading, time
-from kernelcast.tools.candidate import candidate_from_source
-from kernelcast.tools.measurement import MeasureConfig
-from kernelcast.tools.task import resolve_task
-from kernelcast.tools.worker import MeasurementWorker
+from kernelcast.tools.core.candidate import candidate_from_source
+from kernelcast.tools.core.measurement import MeasureConfig
+from kernelcast.tools.core.task import resolve_task
+from kernelcast.tools.hardware.worker import MeasurementWorker
 
 task = resolve_task("saxpy")
 worker = MeasurementWorker()

@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 from test_integrity import CONFIG, SLOW_ADD, edit, kc, write_task
 
-from kernelcast.tools.backends import make_runner
-from kernelcast.tools.backends.base import CompileError
-from kernelcast.tools.candidate import Candidate, content_hash
-from kernelcast.tools.confinement import ConfinementError, check_candidate
-from kernelcast.tools.harness import Harness, resolve_geometry, run_once, task_identity
-from kernelcast.tools.measurement import Status
-from kernelcast.tools.program_state import mutable_state_problem
-from kernelcast.tools.task import Task
-from kernelcast.tools.worker import MeasurementWorker
+from kernelcast.tools.hardware.backends import make_runner
+from kernelcast.tools.hardware.backends.base import CompileError
+from kernelcast.tools.core.candidate import Candidate, content_hash
+from kernelcast.tools.core.confinement import ConfinementError, check_candidate
+from kernelcast.tools.hardware.harness import Harness, resolve_geometry, run_once, task_identity
+from kernelcast.tools.core.measurement import Status
+from kernelcast.tools.core.program_state import mutable_state_problem
+from kernelcast.tools.core.task import Task
+from kernelcast.tools.hardware.worker import MeasurementWorker
 
 CL2 = ["-cl-std=CL2.0"]
 

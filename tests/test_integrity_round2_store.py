@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 
 import kernelcast
-from kernelcast.agents.device_probe import PROBE, SCATTER_PROBE, SIMD_PROBE, WORK_GROUP_PROBE, device_bandwidth
-from kernelcast.agents.generator import GenerationContext
+from kernelcast.agents.forecast.device_probe import PROBE, SCATTER_PROBE, SIMD_PROBE, WORK_GROUP_PROBE, device_bandwidth
+from kernelcast.agents.generate.base import GenerationContext
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunEnv
 from kernelcast.graphs.run import start_run
-from kernelcast.graphs.session_graph import PARAMS
-from kernelcast.tools import device_probe
-from kernelcast.tools.store import Store
-from kernelcast.tools.task import load_task, resolve_task
-from kernelcast.tools.worker import MeasurementWorker
+from kernelcast.graphs.search.session_graph import PARAMS
+from kernelcast.tools.hardware import probe as device_probe
+from kernelcast.tools.store.store import Store
+from kernelcast.tools.core.task import load_task, resolve_task
+from kernelcast.tools.hardware.worker import MeasurementWorker
 from test_generator_dry import tiny_template  # noqa: F401, E402 (a fixture; tests/ is on sys.path, see conftest)
 from test_session import home  # noqa: F401, E402 (a fixture: a private KERNELCAST_HOME)
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernelcast.agents.learned_forecaster import LearnedForecaster, forecasts_per_second, leave_task_out, training_set
-from kernelcast.tools.bins import speedup_bin
-from kernelcast.tools.measurement import HardwareSpec, Measurement, Status
-from kernelcast.tools.store import Store
-from kernelcast.tools.task import resolve_task
+from kernelcast.agents.forecast.learned import LearnedForecaster, forecasts_per_second, leave_task_out, training_set
+from kernelcast.tools.core.bins import speedup_bin
+from kernelcast.tools.core.measurement import HardwareSpec, Measurement, Status
+from kernelcast.tools.store.store import Store
+from kernelcast.tools.core.task import resolve_task
 
 DEVICE = "opencl:pocl:cpu"
 HW = HardwareSpec(backend="opencl", platform="pocl", name="cpu", device_type="CPU", compute_units=2,
@@ -130,8 +130,8 @@ def test_batch_throughput_at_least_2000_per_second(trained: LearnedForecaster) -
 
 
 def test_fast_vectorizer_matches_sklearn(trained: LearnedForecaster) -> None:
-    from kernelcast.agents.features import features
-    from kernelcast.agents.learned_forecaster import _vectorize
+    from kernelcast.agents.forecast.features import features
+    from kernelcast.agents.forecast.learned import _vectorize
 
     task = resolve_task("softmax")
     feats = [features(task, task.instantiate(p), HW) for p in task.param_space()[:20]]

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from pydantic import BaseModel
 
-from kernelcast.agents.llm_client import (
+from kernelcast.agents.llm.client import (
     LLMClient,
     LLMError,
     extract_json,

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.agents.dedup import Deduplicator
-from kernelcast.agents.generator import GenerationContext, ProposalReport, Reason, Validator
-from kernelcast.agents.llm_client import LLMClient
-from kernelcast.agents.llm_generator import LLMGenerator, build_prompt, read_reply
-from kernelcast.tools.candidate import Candidate
-from kernelcast.tools.measurement import HardwareSpec, MeasureConfig, Status
-from kernelcast.tools.task import Task, resolve_task
-from kernelcast.tools.worker import MeasurementWorker
+from kernelcast.agents.generate.dedup import Deduplicator
+from kernelcast.agents.generate.base import GenerationContext, ProposalReport, Reason, Validator
+from kernelcast.agents.llm.client import LLMClient
+from kernelcast.agents.generate.llm import LLMGenerator, build_prompt, read_reply
+from kernelcast.tools.core.candidate import Candidate
+from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig, Status
+from kernelcast.tools.core.task import Task, resolve_task
+from kernelcast.tools.hardware.worker import MeasurementWorker
 
 SMALL = MeasureConfig(sizes="small", time_kernels=False)
 SAXPY_BODY = "{\n    int i = get_global_id(0);\n    if (i < n)\n        y[i] += a * x[i];\n}\n"
@@ -125,7 +125,7 @@ def test_prompt_shows_task_parent_feedback_device_and_best(saxpy: Task) -> None:
                                 best=[(best, 1.8)], hardware=spec, siblings={"abc"},
                                 feedback=["2 proposal(s) rejected (kernel_name): keep the name"])
     prompt = build_prompt(saxpy, parent, context, 3)
-    for expected in ["Rewrite the parent kernel below into 3 new versions",  # from agents/prompts/generate.md
+    for expected in ["Rewrite the parent kernel below into 3 new versions",  # from agents/llm/prompts/generate.md
                      saxpy.spec.description, "- x: buffer of float32 [N], in", "N = 8388608", "N = 4096",
                      "TestCPU", "multicore CPU", "FAILED (incorrect): seed 0: output y differs", "a broken try",
                      "1.8x", "float4 loads", "2 proposal(s) rejected (kernel_name)", "1 other children",
@@ -183,8 +183,8 @@ def test_real_server_proposals_are_valid_or_counted_rejections(llm_server, saxpy
 # ---- one picture for both generators (issue 14): the derived template and what was tried --------------------
 def measured_context(task: Task, worker: MeasurementWorker) -> tuple[GenerationContext, list[Candidate]]:
     """A context from a real store holding real full-size measurements of two kernels of ``task``."""
-    from kernelcast.agents.offline_generator import OfflineGenerator
-    from kernelcast.tools.store import Store
+    from kernelcast.agents.generate.offline import OfflineGenerator
+    from kernelcast.tools.store.store import Store
 
     store, spec = Store(":memory:"), worker.hardware_spec()
     kernels = OfflineGenerator(worker).propose(task, task.reference(), GenerationContext(hardware=spec, seed=0),
@@ -211,8 +211,8 @@ def test_context_from_the_store_lists_every_measured_kernel_with_its_result(saxp
 
 
 def test_tried_list_is_compact_best_first_with_failures_grouped() -> None:
-    from kernelcast.agents.generator import Tried
-    from kernelcast.agents.prompting import MAX_TRIED_LINES, tried_text
+    from kernelcast.agents.generate.base import Tried
+    from kernelcast.agents.llm.prompting import MAX_TRIED_LINES, tried_text
 
     tried = [Tried(intent=f"variant {i}", status="correct", speedup=1.0 + i / 10) for i in range(30)]
     tried += [Tried(intent=f"bad {i}", status="incorrect") for i in range(5)]
@@ -228,7 +228,7 @@ def test_tried_list_is_compact_best_first_with_failures_grouped() -> None:
 
 
 def test_prompt_carries_the_derived_space_of_the_reference() -> None:
-    from kernelcast.agents.derived_space import DerivedSpace
+    from kernelcast.agents.generate.derived_space import DerivedSpace
 
     gemm = resolve_task("gemm")
     spec = HardwareSpec(backend="opencl", name="TestCPU", device_type="CPU", compute_units=2, max_work_group_size=256)

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.agents.derived_space import KEEP, DerivedSpace
-from kernelcast.agents.kernel_ast import observes_work_group, parse
-from kernelcast.agents.transforms import NotApplicable
-from kernelcast.agents.transforms.coarsen import coarsen
-from kernelcast.agents.transforms.local_tiling import local_tile
-from kernelcast.agents.transforms.restrict import restrict_const
-from kernelcast.tools.candidate import Candidate, check_signature
-from kernelcast.tools.measurement import MeasureConfig, Status
-from kernelcast.tools.task import Task, load_task, resolve_task
-from kernelcast.tools.worker import MeasurementWorker
+from kernelcast.agents.generate.derived_space import KEEP, DerivedSpace
+from kernelcast.agents.generate.kernel_ast import observes_work_group, parse
+from kernelcast.agents.generate.transforms import NotApplicable
+from kernelcast.agents.generate.transforms.coarsen import coarsen
+from kernelcast.agents.generate.transforms.local_tiling import local_tile
+from kernelcast.agents.generate.transforms.restrict import restrict_const
+from kernelcast.tools.core.candidate import Candidate, check_signature
+from kernelcast.tools.core.measurement import MeasureConfig, Status
+from kernelcast.tools.core.task import Task, load_task, resolve_task
+from kernelcast.tools.hardware.worker import MeasurementWorker
 
 KERNELS = Path(__file__).resolve().parents[1] / "bench" / "kernels"
 

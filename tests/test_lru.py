@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernelcast.tools.lru import LRUCache
+from kernelcast.tools.core.lru import LRUCache
 
 
 def _nbytes(named: dict[str, np.ndarray]) -> int:

@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernelcast.tools.candidate import Candidate
-from kernelcast.tools.measurement import Measurement, MeasureConfig, Status
-from kernelcast.tools.measurer import (REPLAY_MISSING_FLAG, LocalMeasurer, Measurer, MeasurerError, PoolMeasurer,
+from kernelcast.tools.core.candidate import Candidate
+from kernelcast.tools.core.measurement import Measurement, MeasureConfig, Status
+from kernelcast.tools.hardware.measurers.base import (REPLAY_MISSING_FLAG, LocalMeasurer, Measurer, MeasurerError, PoolMeasurer,
                                        ReplayMeasurer, check_one_device_model, make_measurer, plan_devices)
-from kernelcast.tools.store import Store
-from kernelcast.tools.task import Task, resolve_task
-from kernelcast.tools.worker import WorkerError
+from kernelcast.tools.store.store import Store
+from kernelcast.tools.core.task import Task, resolve_task
+from kernelcast.tools.hardware.worker import WorkerError
 
 SMALL = MeasureConfig(sizes="small", max_reps=10, target_seconds=0.02, timeout_s=60)
 BODY = "y[i] = a * x[i] + y[i];"
@@ -191,7 +191,7 @@ def test_pool_refuses_different_device_models_unless_allowed(local: LocalMeasure
 
 
 def test_a_real_pool_over_two_device_models_is_refused_unless_allowed() -> None:
-    from kernelcast.tools.device_probe import probe_devices
+    from kernelcast.tools.hardware.probe import probe_devices
 
     models = {s.key: s for s in probe_devices() if s.healthy}
     if len(models) < 2:

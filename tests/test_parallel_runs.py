@@ -12,7 +12,7 @@ import pytest
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunEnv
 from kernelcast.graphs.run import start_run
-from kernelcast.tools.store import Store
+from kernelcast.tools.store.store import Store
 
 from test_graph import check_invariants, kill_after_spends  # noqa: E402 (tests/ is on sys.path, see conftest)
 
@@ -35,8 +35,8 @@ def test_a_two_worker_pool_run_keeps_the_budget_invariants(tmp_path: Path) -> No
 
 
 def test_a_pool_refuses_two_device_models_unless_asked(tmp_path: Path) -> None:
-    from kernelcast.tools.device_probe import probe_devices
-    from kernelcast.tools.measurer import MeasurerError
+    from kernelcast.tools.hardware.probe import probe_devices
+    from kernelcast.tools.hardware.measurers.base import MeasurerError
 
     healthy = [s for s in probe_devices() if s.healthy]
     if len({s.key for s in healthy}) < 2:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from test_integrity import CONFIG, kc
 
-from kernelcast.tools.measurement import Status
-from kernelcast.tools.task import Task, TaskError, load_task
-from kernelcast.tools.worker import MeasurementWorker
+from kernelcast.tools.core.measurement import Status
+from kernelcast.tools.core.task import Task, TaskError, load_task
+from kernelcast.tools.hardware.worker import MeasurementWorker
 
 STENCIL = """
 __kernel void blur(__global const float *in, __global float *out, int W, int H)

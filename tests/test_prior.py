@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.agents.blended_forecaster import BlendedForecaster
-from kernelcast.agents.device_probe import (PROBE, SCATTER_PROBE, SIMD_PROBE, WORK_GROUP_PROBE, Bandwidth, CpuCosts,
+from kernelcast.agents.forecast.blend import BlendedForecaster
+from kernelcast.agents.forecast.device_probe import (PROBE, SCATTER_PROBE, SIMD_PROBE, WORK_GROUP_PROBE, Bandwidth, CpuCosts,
                                             device_bandwidth, guessed_bandwidth, run_simd_probe)
-from kernelcast.agents.roofline_prior import (DeviceModel, RooflinePrior, cpu_simd_share, cpu_vectorizes_across,
+from kernelcast.agents.forecast.prior import (DeviceModel, RooflinePrior, cpu_simd_share, cpu_vectorizes_across,
                                               predicted_time)
-from kernelcast.agents.work_estimate import compulsory_bytes, estimate
-from kernelcast.tools.measurement import HardwareSpec
-from kernelcast.tools.store import Store
-from kernelcast.tools.task import resolve_task
-from kernelcast.tools.worker import MeasurementWorker
+from kernelcast.agents.forecast.work_estimate import compulsory_bytes, estimate
+from kernelcast.tools.core.measurement import HardwareSpec
+from kernelcast.tools.store.store import Store
+from kernelcast.tools.core.task import resolve_task
+from kernelcast.tools.hardware.worker import MeasurementWorker
 
 
 def test_naive_gemm_work_follows_the_triple_loop() -> None:

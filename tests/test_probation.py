@@ -10,13 +10,13 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelcast.agents.distributions import lognormal_bins
-from kernelcast.agents.risk_control import (DEVICE_RECORD, PROBATION_AUDITS, SEED_REPLAY, TrustThresholds,
+from kernelcast.agents.forecast.distributions import lognormal_bins
+from kernelcast.graphs.route.risk_control import (DEVICE_RECORD, PROBATION_AUDITS, SEED_REPLAY, TrustThresholds,
                                             probation)
 from kernelcast.graphs.events import Route
-from kernelcast.graphs.routing import RoutingInput, SelectiveRouter, acts_on
-from kernelcast.graphs.trust import trust_for
-from kernelcast.tools.store import Store
+from kernelcast.graphs.route.routing import RoutingInput, SelectiveRouter, acts_on
+from kernelcast.graphs.route.trust import trust_for
+from kernelcast.tools.store.store import Store
 from tests.test_store import measurement
 
 REPLAYED = TrustThresholds(prune_below=0.2, accept_above=0.9, prune_bound=0.08, accept_bound=0.07,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from kernelcast.graphs import puct
-from kernelcast.graphs.state import NodeRecord
+from kernelcast.graphs.search import puct
+from kernelcast.graphs.search.tree import NodeRecord
 
 
 def node(key: str, parent: str | None, outcome: str, speedup: float | None = None, visits: int = 0,

@@ -10,11 +10,11 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install ray): the Ray measurer cannot be tested")
 
-from kernelcast.tools.candidate import Candidate  # noqa: E402
-from kernelcast.tools.measurement import Measurement, MeasureConfig, Status  # noqa: E402
-from kernelcast.tools.measurer import LocalMeasurer, MeasurerError, make_measurer  # noqa: E402
-from kernelcast.tools.ray_measurer import RayMeasurer  # noqa: E402
-from kernelcast.tools.task import Task, resolve_task  # noqa: E402
+from kernelcast.tools.core.candidate import Candidate  # noqa: E402
+from kernelcast.tools.core.measurement import Measurement, MeasureConfig, Status  # noqa: E402
+from kernelcast.tools.hardware.measurers.base import LocalMeasurer, MeasurerError, make_measurer  # noqa: E402
+from kernelcast.tools.hardware.measurers.ray import RayMeasurer  # noqa: E402
+from kernelcast.tools.core.task import Task, resolve_task  # noqa: E402
 
 SMALL = MeasureConfig(sizes="small", max_reps=10, target_seconds=0.02, timeout_s=60)
 BODY = "y[i] = a * x[i] + y[i];"

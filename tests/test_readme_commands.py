@@ -131,7 +131,7 @@ def test_task_format_doc_is_current() -> None:
 
 def test_task_format_doc_cannot_drift(monkeypatch: pytest.MonkeyPatch) -> None:
     """A field without a meaning (a field added to the schema) or a meaning without a field fails the render."""
-    from kernelcast.tools.task import Tolerance
+    from kernelcast.tools.core.task import Tolerance
 
     meanings = dict(task_docs.MEANINGS)
     meanings[Tolerance] = {k: v for k, v in meanings[Tolerance].items() if k != "atol"}

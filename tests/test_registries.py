@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from kernelcast.agents.registry import (DEFAULT_FORECASTER, DEFAULT_GENERATOR, EXTERNAL, FORECASTERS, GENERATORS,
                                         SELECTABLE_GENERATORS, make_forecaster, make_generator)
 from kernelcast.graphs.config import RunConfig, default
-from kernelcast.graphs.routers import DEFAULT_RISK, DEFAULT_ROUTER, ROUTERS, make_router
+from kernelcast.graphs.route.routers import DEFAULT_RISK, DEFAULT_ROUTER, ROUTERS, make_router
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -106,7 +106,7 @@ def test_no_front_door_writes_a_router_forecaster_or_generator_name_by_hand() ->
     """The registries are the only lists: a quoted name in a front door or the run config is a copy."""
     names = {*ROUTERS, *FORECASTERS, *GENERATORS} - {"none", "llm", "prior"}  # common words (a PUCT prior)
     quoted = re.compile("|".join(rf"[\"']{re.escape(n)}[\"']" for n in sorted(names)))
-    files = [*(ROOT / "kernelcast").rglob("*.py"), ROOT / "graphs" / "config.py", ROOT / "graphs" / "nodes.py"]
+    files = [*(ROOT / "kernelcast").rglob("*.py"), ROOT / "graphs" / "config.py", ROOT / "graphs" / "search" / "nodes.py"]
     copies = [f"{path.relative_to(ROOT)}:{i}: {line.strip()}" for path in files
               for i, line in enumerate(path.read_text().splitlines(), 1) if quoted.search(line)]
     assert copies == []
@@ -123,7 +123,7 @@ def test_the_architecture_doc_carries_the_registries_table_as_derived() -> None:
 
 def test_a_stored_config_reads_as_a_run_config_and_an_odd_row_never_stops_a_listing() -> None:
     from kernelcast.graphs.config import listed_router
-    from kernelcast.tools.records import RunRecord
+    from kernelcast.tools.store.records import RunRecord
 
     run = RunRecord(id="r", task="saxpy", device="d", status="finished", budget=1, spent=1,
                     config=RunConfig(task="saxpy", router="topk").model_dump())

@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 
 from kernelcast.agents.factory import SEED_DATASET
-from kernelcast.agents.learned_forecaster import task_lookup
-from kernelcast.agents.replay_calibration import (SHIPPED, read_rows, replay_group, shipped_by_stage,
+from kernelcast.agents.forecast.learned import task_lookup
+from kernelcast.graphs.route.replay_calibration import (SHIPPED, read_rows, replay_group, shipped_by_stage,
                                                   stage_bucket)
-from kernelcast.agents.risk_control import fit_thresholds
-from kernelcast.tools.store import Store
+from kernelcast.graphs.route.risk_control import fit_thresholds
+from kernelcast.tools.store.store import Store
 
 
 def test_the_shipped_rows_are_what_the_forecaster_gives_now() -> None:
     """Replaying one group reproduces the shipped rows: a change of the forecaster that moves its P(beat)
-    fails here until the rows are rebuilt (``python -m kernelcast.agents.replay_calibration``)."""
+    fails here until the rows are rebuilt (``python -m kernelcast.graphs.route.replay_calibration``)."""
     pairs, devices = Store.read_pairs(SEED_DATASET)
     shipped = read_rows(SHIPPED)
     group = "softmax@" + next(d for d in devices if "Intel" in d)

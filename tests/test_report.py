@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernelcast.agents.scoring import ece
+from kernelcast.agents.forecast.scoring import ece
 from kernelcast import api
 from kernelcast.report import (
     PLOTS,
@@ -24,7 +24,7 @@ from kernelcast.report import (
     write_report,
 )
 from kernelcast.settings import get_settings
-from kernelcast.tools.bins import NUM_BINS
+from kernelcast.tools.core.bins import NUM_BINS
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -177,7 +177,7 @@ def test_confusion_and_reliability_come_from_this_runs_forecasts(runs: dict[str,
 
 
 def test_the_verdict_names_why_a_best_is_not_significant() -> None:
-    from kernelcast.graphs.result import RunResult, judge
+    from kernelcast.graphs.search.result import RunResult, judge
 
     def verdict(speed: float, low: float, high: float, floor: float = 0.02) -> tuple[bool, str]:
         return judge(RunResult(run_id="r", task="t", device="d", router="measure-all", budget=4, spent=4,

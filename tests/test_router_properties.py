@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernelcast.agents.distributions import prob_above
-from kernelcast.agents.risk_control import TrustThresholds
-from kernelcast.graphs.routing import MeasureAllRouter, RoutingInput, SelectiveRouter, TopKRouter
+from kernelcast.agents.forecast.distributions import prob_above
+from kernelcast.graphs.route.risk_control import TrustThresholds
+from kernelcast.graphs.route.routing import MeasureAllRouter, RoutingInput, SelectiveRouter, TopKRouter
 
 probs = st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=8, max_size=8).filter(lambda p: sum(p) > 1e-6)
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from kernelcast.agents import scoring
+from kernelcast.agents.forecast.base import scoring
 
 UNIFORM = np.full(8, 1 / 8)
 

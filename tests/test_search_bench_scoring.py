@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 from search_bench import Space, point_key, space_identities  # noqa: E402
 
-from kernelcast.tools.task import load_task  # noqa: E402
+from kernelcast.tools.core.task import load_task  # noqa: E402
 
 # PAD never reaches the code: its #define line is gone after preprocessing, so PAD=0 and PAD=1 are one kernel
 TEMPLATE = """\

@@ -21,8 +21,8 @@ from mcp.client.stdio import StdioServerParameters
 import kernelcast
 from kernelcast.session import SessionError
 from kernelcast.settings import get_settings
-from kernelcast.tools.store import Store
-from kernelcast.tools.task import resolve_task
+from kernelcast.tools.store.store import Store
+from kernelcast.tools.core.task import resolve_task
 
 ROOT = Path(__file__).resolve().parents[1]
 BROKEN = ("__kernel void saxpy(__global const float *x, __global float *y, const float a, const int n)\n"

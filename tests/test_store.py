@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.tools.measurement import Measurement, Status, TimingStats
-from kernelcast.tools.store import SCHEMA_VERSION, RunRecord, Store, StoreError
-from kernelcast.tools.task import resolve_task
+from kernelcast.tools.core.measurement import Measurement, Status, TimingStats
+from kernelcast.tools.store.store import SCHEMA_VERSION, RunRecord, Store, StoreError
+from kernelcast.tools.core.task import resolve_task
 
 
 def measurement(cand_hash: str, speedup: float | None, status: Status = Status.correct) -> Measurement:
@@ -107,8 +107,8 @@ def test_not_a_database(tmp_path: Path) -> None:
 
 WRITER = textwrap.dedent("""
     import sys
-    from kernelcast.tools.store import Store
-    from kernelcast.tools.measurement import Measurement, Status
+    from kernelcast.tools.store.store import Store
+    from kernelcast.tools.core.measurement import Measurement, Status
     store = Store(sys.argv[1])
     run = store.create_run("saxpy", "dev", {}, budget=10**9, run_id="crash")
     print("ready", flush=True)
@@ -147,7 +147,7 @@ def test_kill_9_mid_write_leaves_a_consistent_store(tmp_path: Path) -> None:
 def test_migrations_bring_an_old_store_up_to_date_and_read_only_stores_open(tmp_path: Path) -> None:
     import sqlite3
 
-    from kernelcast.tools.store import MIGRATIONS, SCHEMA_VERSION, StoreError
+    from kernelcast.tools.store.store import MIGRATIONS, SCHEMA_VERSION, StoreError
 
     path = tmp_path / "old.db"
     old = Store(path)

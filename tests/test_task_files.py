@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.tools.expr import ExpressionError, evaluate, evaluate_int
-from kernelcast.tools.task import TaskError, builtin_task_paths, load_task, resolve_task
+from kernelcast.tools.core.expr import ExpressionError, evaluate, evaluate_int
+from kernelcast.tools.core.task import TaskError, builtin_task_paths, load_task, resolve_task
 
 GOOD = """
 name = "scale"

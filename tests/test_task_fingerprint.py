@@ -7,13 +7,13 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from kernelcast.agents.blended_forecaster import BlendedForecaster
+from kernelcast.agents.forecast.blend import BlendedForecaster
 from kernelcast.agents.factory import measured_on_builtins
-from kernelcast.agents.features import candidate_features, context
-from kernelcast.agents.learned_forecaster import task_lookup, training_set
-from kernelcast.tools.measurement import HardwareSpec, Measurement, Status, TimingStats
-from kernelcast.tools.store import Store
-from kernelcast.tools.task import Task, builtin_task_paths, load_task, resolve_task
+from kernelcast.agents.forecast.features import candidate_features, context
+from kernelcast.agents.forecast.learned import task_lookup, training_set
+from kernelcast.tools.core.measurement import HardwareSpec, Measurement, Status, TimingStats
+from kernelcast.tools.store.store import Store
+from kernelcast.tools.core.task import Task, builtin_task_paths, load_task, resolve_task
 
 POINT = {"TM": 4, "TN": 4, "WGX": 8, "WGY": 4, "KU": 1, "LOCAL": 0, "TK": 8}
 
@@ -91,7 +91,7 @@ def test_the_seed_counts_as_the_builtins_and_a_borrowed_name_gets_no_correction_
 def test_a_borrowed_name_does_not_inherit_the_builtins_measurements(tmp_path: Path) -> None:
     """What a run reads back from the store by task name (the points already measured, the best shown to a
     generator, the parent's speedup, a noise floor) is its own task's, or from before fingerprints."""
-    from kernelcast.agents.generator import GenerationContext
+    from kernelcast.agents.generate.base import GenerationContext
 
     builtin = resolve_task("gemm")
     toml = copy_of_builtin(tmp_path, "gemm")

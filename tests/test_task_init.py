@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from kernelcast.cli import app
 from kernelcast.task_init import guess_args
-from kernelcast.tools.task import load_task
+from kernelcast.tools.core.task import load_task
 
 KERNEL = """#define SCALE 2.0f
 typedef float real;

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from kernelcast.agents.features import features
-from kernelcast.agents.task_model import TaskModel, edit_features, task_features
-from kernelcast.tools.measurement import HardwareSpec
-from kernelcast.tools.task import resolve_task
+from kernelcast.agents.forecast.features import features
+from kernelcast.agents.forecast.task_model import TaskModel, edit_features, task_features
+from kernelcast.tools.core.measurement import HardwareSpec
+from kernelcast.tools.core.task import resolve_task
 
 HW = HardwareSpec(backend="opencl", platform="p", name="cpu", device_type="CPU", compute_units=2, clock_mhz=2600)
 
@@ -151,7 +151,7 @@ def test_the_base_differences_are_stretched_by_the_prior_slope_until_data_say_ot
     seed dataset's within-task slope of ln S on it has a median of 2.9). One measurement fixes the level; the
     forecasts of the others then differ by BASE_SLOPE times their base difference, not by the base's own small
     differences. Many measurements that follow the base at slope 1 pull the slope back."""
-    from kernelcast.agents.task_model import BASE_SLOPE
+    from kernelcast.agents.forecast.task_model import BASE_SLOPE
 
     base = np.linspace(-0.2, 0.2, 9)
     model = TaskModel.fit([{}], [0.0], [0.9], [0.7])

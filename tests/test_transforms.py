@@ -11,20 +11,20 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.agents.derived_space import KEEP, DerivedSpace, work_group_shapes
-from kernelcast.agents.generator import GenerationContext
-from kernelcast.agents.kernel_ast import KernelParseError, observes_work_group, parse, readonly_pointers
-from kernelcast.agents.offline_generator import OfflineGenerator, local_size_choices
-from kernelcast.agents.space_filling import space_filling
-from kernelcast.agents.transforms import NotApplicable
-from kernelcast.agents.transforms.coarsen import coarsen
-from kernelcast.agents.transforms.restrict import restrict_const
-from kernelcast.agents.transforms.scalar_replace import scalar_replace
-from kernelcast.agents.transforms.unroll import unroll
-from kernelcast.tools.candidate import Candidate, check_signature
-from kernelcast.tools.measurement import MeasureConfig, Status
-from kernelcast.tools.task import Task, builtin_task_paths, load_task, resolve_task
-from kernelcast.tools.worker import MeasurementWorker
+from kernelcast.agents.generate.derived_space import KEEP, DerivedSpace, work_group_shapes
+from kernelcast.agents.generate.base import GenerationContext
+from kernelcast.agents.generate.kernel_ast import KernelParseError, observes_work_group, parse, readonly_pointers
+from kernelcast.agents.generate.offline import OfflineGenerator, local_size_choices
+from kernelcast.agents.generate.space_filling import space_filling
+from kernelcast.agents.generate.transforms import NotApplicable
+from kernelcast.agents.generate.transforms.coarsen import coarsen
+from kernelcast.agents.generate.transforms.restrict import restrict_const
+from kernelcast.agents.generate.transforms.scalar_replace import scalar_replace
+from kernelcast.agents.generate.transforms.unroll import unroll
+from kernelcast.tools.core.candidate import Candidate, check_signature
+from kernelcast.tools.core.measurement import MeasureConfig, Status
+from kernelcast.tools.core.task import Task, builtin_task_paths, load_task, resolve_task
+from kernelcast.tools.hardware.worker import MeasurementWorker
 
 SMALL = MeasureConfig(sizes="small", time_kernels=False)
 KERNELS = Path(__file__).resolve().parents[1] / "bench" / "kernels"
@@ -323,7 +323,7 @@ def test_space_filling_covers_every_value_and_snaps_to_valid_points() -> None:
 
 
 def test_derived_space_does_not_coarsen_an_already_jammed_large_kernel() -> None:
-    from kernelcast.agents.derived_space import MAX_COARSENED_CHARS
+    from kernelcast.agents.generate.derived_space import MAX_COARSENED_CHARS
 
     gemm = without_template(resolve_task("gemm"))
     big = coarsen(gemm, gemm.reference(), 8, 8).candidate  # 64 jammed copies of the body

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.agents.risk_control import PROBATION_AUDITS, SEED_REPLAY
-from kernelcast.graphs.trust import RouteRecord, beat_of, last_routes, trust_summary, wrong_given
-from kernelcast.tools.store import Store
+from kernelcast.graphs.route.risk_control import PROBATION_AUDITS, SEED_REPLAY
+from kernelcast.graphs.route.trust import RouteRecord, beat_of, last_routes, trust_summary, wrong_given
+from kernelcast.tools.store.store import Store
 from test_graph import ROOT, check_invariants, resume_to_the_end  # noqa: E402 (tests/ is on sys.path, see conftest)
 
 BUDGET = 10

@@ -10,10 +10,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from kernelcast.commands.stores import readable_store, writable_store
 from kernelcast.console import EXIT_DEVICE, console, fail
 from kernelcast.settings import get_settings
-from kernelcast.tools.measurement import MeasureConfig
-from kernelcast.tools.task import TaskError, builtin_task_paths, load_task, resolve_task
-from kernelcast.tools.measurer import make_measurer
-from kernelcast.tools.worker import WorkerError
+from kernelcast.tools.core.measurement import MeasureConfig
+from kernelcast.tools.core.task import TaskError, builtin_task_paths, load_task, resolve_task
+from kernelcast.tools.hardware.measurers.base import make_measurer
+from kernelcast.tools.hardware.worker import WorkerError
 
 app = typer.Typer(help="Build the measured dataset (resumable).", no_args_is_help=True)
 

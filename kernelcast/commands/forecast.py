@@ -14,8 +14,8 @@ from kernelcast.commands.measure import candidate_from_options
 from kernelcast.commands.stores import readable_store
 from kernelcast.console import console, fail
 from kernelcast.settings import get_settings
-from kernelcast.tools.bins import BIN_NAMES, bin_label
-from kernelcast.tools.task import TaskError
+from kernelcast.tools.core.bins import BIN_NAMES, bin_label
+from kernelcast.tools.core.task import TaskError
 
 app = typer.Typer()
 

@@ -17,10 +17,10 @@ from rich.table import Table
 
 from kernelcast import api
 from kernelcast.agents.registry import FORECASTERS
-from kernelcast.agents.training_data import CORPUS_MANIFEST, read_jsonl
-from kernelcast.agents.training_prompt import MAX_SOURCE_CHARS
+from kernelcast.agents.train.data import CORPUS_MANIFEST, read_jsonl
+from kernelcast.agents.train.prompt import MAX_SOURCE_CHARS
 from kernelcast.commands.stores import readable_store
-from kernelcast.tools.store import Store
+from kernelcast.tools.store.store import Store
 from kernelcast.console import console, fail
 
 @contextmanager
@@ -102,14 +102,14 @@ def train(
 
         try:
             if method == "score":
-                from kernelcast.agents.score_training import ScoreConfig, train_score
+                from kernelcast.agents.train.score import ScoreConfig, train_score
 
                 metrics = train_score(ScoreConfig(
                     base=base, out=out, loss=loss, steps=steps, max_seconds=max_seconds, batch_size=batch_size,
                     lr=lr or 2e-4, lora_rank=lora_rank or 16, seed=seed, checkpoint_every=checkpoint_every,
                     max_prompt_tokens=max_prompt_tokens, device=device), rows, tick)
             else:
-                from kernelcast.agents.grpo_training import GRPOSettings, train_grpo
+                from kernelcast.agents.train.grpo import GRPOSettings, train_grpo
 
                 metrics = train_grpo(GRPOSettings(
                     base=base, out=out, reward=reward, steps=steps, max_seconds=max_seconds,
@@ -132,7 +132,7 @@ def eval_(
 ) -> None:
     """Score a forecaster on held-out rows: accuracy, within-1, Brier, CRPS, ECE, AURC, recovered speedup, and
     whether its error falls as its confidence rises."""
-    from kernelcast.agents.learned_forecaster import task_lookup
+    from kernelcast.agents.forecast.learned import task_lookup
     from kernelcast.agents.registry import make_forecaster
     from kernelcast.forecaster_eval import REPORT_ROWS, evaluate_forecaster
 

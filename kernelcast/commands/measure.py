@@ -12,12 +12,12 @@ from kernelcast import api
 from kernelcast.commands.stores import readable_store, store_exists, writable_store
 from kernelcast.console import EXIT_DEVICE, EXIT_FAILED, console, fail
 from kernelcast.settings import get_settings
-from kernelcast.tools.bins import BIN_NAMES
-from kernelcast.tools.candidate import Candidate
-from kernelcast.tools.measurement import Measurement, MeasureConfig
-from kernelcast.tools.store import Store
-from kernelcast.tools.task import TaskError
-from kernelcast.tools.worker import WorkerError
+from kernelcast.tools.core.bins import BIN_NAMES
+from kernelcast.tools.core.candidate import Candidate
+from kernelcast.tools.core.measurement import Measurement, MeasureConfig
+from kernelcast.tools.store.store import Store
+from kernelcast.tools.core.task import TaskError
+from kernelcast.tools.hardware.worker import WorkerError
 
 app = typer.Typer()
 
@@ -114,8 +114,8 @@ def devices(as_json: bool = typer.Option(False, "--json"),
     if ray is not None:
         _cluster_devices(ray, backend, as_json)
         return
-    from kernelcast.tools.backends.opencl import device_spec, list_devices
-    from kernelcast.tools.device_probe import probe_devices
+    from kernelcast.tools.hardware.backends.opencl import device_spec, list_devices
+    from kernelcast.tools.hardware.probe import probe_devices
 
     with _verdict_store(refresh) as store:
         statuses = {s.index: s for s in probe_devices(store, refresh=refresh)}
@@ -123,7 +123,7 @@ def devices(as_json: bool = typer.Option(False, "--json"),
     listed = {index: device_spec(p, d) for index, p, d in list_devices()}
     rows = [(index, listed[index], s.healthy, s.reason) for index, s in statuses.items()]
     try:
-        from kernelcast.tools.backends.cuda import list_devices as cuda_devices
+        from kernelcast.tools.hardware.backends.cuda import list_devices as cuda_devices
 
         rows += [(f"cuda:{i}", spec, True, "") for i, spec in enumerate(cuda_devices())]
     except ImportError:
@@ -153,7 +153,7 @@ def _verdict_store(refresh: bool) -> AbstractContextManager[Store | None]:
 def _cluster_devices(address: str, backend: str, as_json: bool) -> None:
     """One actor per device of the cluster (GPU for CUDA, node for OpenCL), started, asked, stopped."""
     try:
-        from kernelcast.tools.ray_measurer import cluster_devices
+        from kernelcast.tools.hardware.measurers.ray import cluster_devices
     except ImportError as exc:
         fail(f"--ray needs the ray package (pip install 'kernelcast[ray]'): {exc}", EXIT_DEVICE)
     try:

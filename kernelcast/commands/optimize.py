@@ -16,15 +16,15 @@ from kernelcast.agents.registry import FORECASTERS, SELECTABLE_GENERATORS, forec
 from kernelcast.console import EXIT_DEVICE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, console, err_console, fail
 from kernelcast.report import report_note
 from kernelcast.settings import get_settings
-from kernelcast.tools.task import TaskError
+from kernelcast.tools.core.task import TaskError
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.config import default, listed_router
 from kernelcast.graphs.errors import SearchFailed
 from kernelcast.graphs.events import logged, parse
-from kernelcast.graphs.result import RunResult, ShownSpeedup, interval_text, ranked, shown_speedups, spend_text
-from kernelcast.graphs.routers import ROUTERS, router_spec
+from kernelcast.graphs.search.result import RunResult, ShownSpeedup, interval_text, ranked, shown_speedups, spend_text
+from kernelcast.graphs.route.routers import ROUTERS, router_spec
 from kernelcast.commands.stores import readable_store, store_exists, writable_store
-from kernelcast.tools.worker import WorkerError
+from kernelcast.tools.hardware.worker import WorkerError
 
 if TYPE_CHECKING:
     from kernelcast.throughput import Throughput

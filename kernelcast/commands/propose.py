@@ -8,13 +8,13 @@ import typer
 from rich.table import Table
 
 from kernelcast import api
-from kernelcast.agents.generator import ProposalReport
+from kernelcast.agents.generate.base import ProposalReport
 from kernelcast.agents.registry import DEFAULT_GENERATOR, SELECTABLE_GENERATORS
 from kernelcast.console import EXIT_DEVICE, EXIT_FAILED, console, fail
-from kernelcast.tools.candidate import Candidate
-from kernelcast.tools.store import StoreError
-from kernelcast.tools.task import Task, TaskError
-from kernelcast.tools.worker import WorkerError
+from kernelcast.tools.core.candidate import Candidate
+from kernelcast.tools.store.store import StoreError
+from kernelcast.tools.core.task import Task, TaskError
+from kernelcast.tools.hardware.worker import WorkerError
 
 app = typer.Typer()
 

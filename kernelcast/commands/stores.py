@@ -11,7 +11,7 @@ from pathlib import Path
 from kernelcast import api
 from kernelcast.console import fail
 from kernelcast.settings import get_settings
-from kernelcast.tools.store import InvalidRunId, Store, StoreError
+from kernelcast.tools.store.store import InvalidRunId, Store, StoreError
 
 
 @contextmanager

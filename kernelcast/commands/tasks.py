@@ -12,7 +12,7 @@ from rich.table import Table
 
 from kernelcast.console import EXIT_USAGE, console, err_console, fail
 from kernelcast.task_init import missing
-from kernelcast.tools.task import (MAX_TASK_FILE_BYTES, BufferArg, LocalArg, TaskError, builtin_task_paths, load_task,
+from kernelcast.tools.core.task import (MAX_TASK_FILE_BYTES, BufferArg, LocalArg, TaskError, builtin_task_paths, load_task,
                                    resolve_task)
 
 app = typer.Typer(help="List built-in tasks or show one task.", invoke_without_command=True)

@@ -1,0 +1,66 @@
+"""Semantics-preserving source transformations on the AST of a task's entry kernel.
+
+Each transformation is one module with one job. It checks its preconditions on the AST of the entry
+kernel only (other kernels in the file are never edited), prints valid source (the result is parsed
+again before it is returned), and names itself and its parameters in a label that ends up in the
+candidate's intent ("coarsen x4 y4 cyclic + jam; scalar-replace C[i]"), so the forecaster learns from
+the edit. A transformation that does not apply raises :class:`NotApplicable` with the reason. The
+harness's correctness check (3 seeds against the reference) stays the safety net.
+
+The library (each module's docstring says why its edit is legal): :mod:`.scalar_replace`,
+:mod:`.restrict`, :mod:`.coarsen` (with jam; its ``vector`` mapping is :mod:`.vectorize`), :mod:`.unroll`,
+:mod:`.local_tiling`; :mod:`kernelcast.agents.generate.derived_space` turns them, with work-group shapes, into a
+derived template.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from kernelcast.agents.generate.kernel_ast import KernelParseError, ParsedSource, parse
+from kernelcast.tools.core.candidate import Candidate
+
+
+class NotApplicable(ValueError):
+    """The transformation's preconditions do not hold for this kernel (the message says which)."""
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """A transformed candidate and the label naming what was done."""
+
+    candidate: Candidate
+    label: str
+
+
+@lru_cache(maxsize=64)
+def parsed(source: str, language: str) -> ParsedSource:
+    """Parse once per source text (transformations of one kernel share the parses of their inputs)."""
+    return parse(source, language)
+
+
+def entry_of(candidate_source: str, language: str, entry: str) -> tuple[ParsedSource, object]:
+    """The parse and the entry kernel's cursor; NotApplicable when the source does not parse cleanly."""
+    try:
+        ps = parsed(candidate_source, language)
+        return ps, ps.kernel(entry)
+    except KernelParseError as exc:
+        raise NotApplicable(str(exc)) from None
+
+
+def checked(candidate: Candidate, source: str, language: str, entry: str, **update: object) -> Candidate:
+    """The candidate with the new source, after checking that the source parses and still has the entry."""
+    try:
+        parsed(source, language).kernel(entry)
+    except KernelParseError as exc:
+        raise NotApplicable(f"the rewrite did not print valid source ({exc})") from None
+    return candidate.model_copy(update={"source": source, **update})
+
+
+def fresh_name(source: str, stem: str) -> str:
+    """An identifier that does not occur in ``source``."""
+    n = 0
+    while f"{stem}{n}" in source:
+        n += 1
+    return f"{stem}{n}"

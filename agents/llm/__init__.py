@@ -1,0 +1,1 @@
+"""The one LLM client and the prompt pieces every LLM agent shares."""

@@ -1,0 +1,1 @@
+"""Routing: which forecast candidates the hardware sees, and what the forecaster may be trusted with."""

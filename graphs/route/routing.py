@@ -1,0 +1,277 @@
+"""Routers: which forecast candidates go to the hardware, and which are trusted or pruned.
+
+Pure functions of forecasts, trust thresholds and budget, so the invariants can
+be property-tested: every candidate gets exactly one decision; never more
+measurements than allowed; a failed forecast is never trusted.
+
+The selective router asks each forecast the question that matters, p =
+P(S_child > S_incumbent) (read from the bin distribution, interpolating within
+bins), and trusts it only as far as the :class:`TrustThresholds` allow, which
+come from calibration data with a finite-sample guarantee on the share of
+false decisions (:mod:`kernelcast.graphs.route.risk_control`). A small random share of
+trusted decisions is measured anyway (audits), so the false-prune rate is
+itself measured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from kernelcast.agents.forecast.distributions import belief_gain, expected_gain, p_beat
+from kernelcast.graphs.route.risk_control import TrustThresholds
+
+Decision = Literal["measure", "accept", "prune", "drop"]
+DEFAULT_AUDIT_RATE = 0.2  # share of trusted decisions measured anyway, while the audit allowance lasts
+DEFAULT_AUDIT_SHARE = 0.1  # share of the budget the audits may spend (documented in the README)
+# correct measurements of a transformation family in this run before the selective router trusts any forecast
+# about it: a forecaster fitted elsewhere can be confidently wrong about a whole family on a kernel it never saw
+MIN_FAMILY_EVIDENCE = 2
+
+
+@dataclass(frozen=True)
+class RoutingInput:
+    hash: str
+    confidence: float
+    predicted_bin: int
+    expected_log_speedup: float
+    expected_bin: float
+    failed: bool
+    probabilities: tuple[float, ...] = ()  # the forecast's 8 bin probabilities (empty: unknown)
+    incumbent: float = 1.0  # the speedup to beat: the best measured so far (1.0: the reference)
+    log_mean: float | None = None  # the forecaster's continuous belief about ln S, when it has one
+    log_sd: float | None = None
+    log_dof: float | None = None  # Student-t degrees of freedom of that belief (None: normal)
+    family: str = ""  # the candidate's transformation family (agents.families; empty: unknown)
+    family_measured: int = 0  # correct measurements of that family in this run so far
+
+    @property
+    def continuous(self) -> bool:
+        return self.log_mean is not None and self.log_sd is not None and self.log_sd > 0
+
+    @property
+    def p_beat(self) -> float | None:
+        """P(S_child > S_incumbent): from the continuous belief if the forecaster has one, else from the bins
+        (interpolated within the bin). None for a failed forecast, and for bins alone when the incumbent lies
+        in an open end bin (beyond 4x or below 0.25x), where bins cannot say whether a child beats it."""
+        if self.failed or len(self.probabilities) != 8:
+            return None
+        return p_beat(self.probabilities, self.incumbent, self.log_mean, self.log_sd, self.log_dof)
+
+    @property
+    def gain(self) -> float:
+        """Expected improvement over the incumbent in ln S (the expected log-speedup without a distribution)."""
+        if self.continuous:
+            assert self.log_mean is not None and self.log_sd is not None
+            return belief_gain(math.log(self.incumbent), self.log_mean, self.log_sd, self.log_dof)
+        if len(self.probabilities) != 8:
+            return self.expected_log_speedup
+        return expected_gain(self.probabilities, self.incumbent)
+
+
+def measure_order(item: RoutingInput) -> tuple[float, float, str]:
+    """Sort key of candidates bound for the hardware: highest expected gain over the incumbent first (then the
+    expected log speedup, then the hash, so the order is total)."""
+    return -item.gain, -item.expected_log_speedup, item.hash
+
+
+@dataclass(frozen=True)
+class Routed:
+    decision: Decision
+    reason: str
+    p_beat: float | None = None
+    audit: bool = False  # measured although the forecast was trusted (to measure the false-decision rate)
+    trusted_as: Literal["prune", "accept", ""] = ""  # what the forecast alone would have decided
+    spare: bool = False  # a pruned child measured anyway because the round had nothing else to measure
+    probation: bool = False  # an audit of a replayed threshold not yet tried on this task here
+
+    @property
+    def trusted(self) -> bool:
+        """Decided without a measurement."""
+        return self.decision in ("accept", "prune") and not self.audit
+
+
+class Router(Protocol):
+    name: str
+
+    def route(self, items: list[RoutingInput], can_measure: int, trust: TrustThresholds | None = None,
+              audits: int = 0) -> dict[str, Routed]:
+        """Decide for every item; at most ``can_measure`` get "measure"."""
+
+
+def _take(ranked: list[RoutingInput], can_measure: int, out: dict[str, Routed], why: str, cap_reason: str) -> None:
+    for i, item in enumerate(ranked):
+        if i < can_measure:
+            out[item.hash] = Routed("measure", why, item.p_beat)
+        else:
+            out[item.hash] = Routed("drop", cap_reason, item.p_beat)
+
+
+@dataclass
+class MeasureAllRouter:
+    """The baseline: every candidate measured while budget remains (the paper's standard search)."""
+
+    name: str = "measure-all"
+
+    def route(self, items: list[RoutingInput], can_measure: int, trust: TrustThresholds | None = None,
+              audits: int = 0) -> dict[str, Routed]:
+        out: dict[str, Routed] = {}
+        _take(items, can_measure, out, "measure-all", "budget exhausted")
+        return out
+
+
+@dataclass
+class TopKRouter:
+    """The paper's surrogate filter: measure the top ``k`` children by expected bin."""
+
+    k: int = 4
+    name: str = "topk"
+
+    def route(self, items: list[RoutingInput], can_measure: int, trust: TrustThresholds | None = None,
+              audits: int = 0) -> dict[str, Routed]:
+        ranked = sorted(items, key=lambda it: -it.expected_bin)
+        out: dict[str, Routed] = {}
+        limit = min(self.k, can_measure)
+        for i, item in enumerate(ranked):
+            if i < limit:
+                out[item.hash] = Routed("measure", f"top {self.k} by expected bin ({item.expected_bin:.2f})",
+                                        item.p_beat)
+            elif i < self.k:
+                out[item.hash] = Routed("drop", "in the top k but the budget is exhausted", item.p_beat)
+            else:
+                out[item.hash] = Routed("prune", f"not in the top {self.k} by expected bin ({item.expected_bin:.2f})",
+                                        item.p_beat)
+        return out
+
+
+def unproven_family(item: RoutingInput) -> bool:
+    """Whether the item's family has too few measurements in this run for any forecast about it to be trusted."""
+    return bool(item.family) and item.family_measured < MIN_FAMILY_EVIDENCE
+
+
+def coverage_first(ranked: list[RoutingInput]) -> list[RoutingInput]:
+    """``ranked`` (best first) with one representative of each family not measured yet in this run moved to
+    the front, each its family's best-ranked, in the order of those representatives: a run's first
+    measurements cover the families its generator offers before the forecaster's ranking, which on a kernel it
+    never saw may put a whole family at the bottom, decides where the rest go."""
+    firsts: dict[str, RoutingInput] = {}
+    for item in ranked:
+        if item.family and item.family_measured == 0 and not item.failed:
+            firsts.setdefault(item.family, item)
+    chosen = {item.hash for item in firsts.values()}
+    return [*firsts.values(), *(item for item in ranked if item.hash not in chosen)]
+
+
+def acts_on(trust: TrustThresholds, p_beat: float | None, audits: int) -> bool:
+    """Whether a forecast with this P(beat) would be judged against the incumbent without a plain measurement:
+    trusted, or (its side on probation) audited for the trial, which needs audits left."""
+    side = trust.verdict(p_beat)
+    return side is not None and (audits > 0 or not trust.on_probation(side))
+
+
+def audit_draw(key: str, seed: int) -> float:
+    """A reproducible uniform number in [0, 1) per (candidate, seed): which trusted decisions are audited."""
+    digest = hashlib.sha256(f"{seed}:{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+@dataclass
+class SelectiveRouter:
+    """Trust forecasts where calibration certifies it, defer the rest to the hardware (best expected gain first).
+
+    A child is pruned when p = P(S_child > S_incumbent) <= ``trust.prune_below`` and accepted as an
+    unverified node (expandable, never reported until measured) when p >= ``trust.accept_above``; without
+    thresholds (too little calibration data) nothing is trusted. A failed forecast is always deferred, so a
+    broken model can cost budget but never correctness. Up to ``audits`` trusted decisions per call, drawn at
+    random (``audit_rate``, reproducible by ``seed``), are measured anyway. A side on probation
+    (``trust.probation``: a replayed threshold not yet tried on this task here) trusts nothing: its would-be
+    decisions get the audits first, as many as its trial still needs, drawn at random with every draw taken
+    (before the uncertain children, and out of the round's spare room), and the rest are routed as uncertain
+    children. With no audits left, a side on probation stays untrusted for the round.
+    """
+
+    measure_per_round: int = 4
+    audit_rate: float = DEFAULT_AUDIT_RATE
+    seed: int = 0
+    name: str = "selective"
+
+    def route(self, items: list[RoutingInput], can_measure: int, trust: TrustThresholds | None = None,
+              audits: int = 0) -> dict[str, Routed]:
+        trust = trust or TrustThresholds()
+        out: dict[str, Routed] = {}
+        deferred: list[RoutingInput] = []
+        trusted: list[tuple[RoutingInput, Routed]] = []
+        on_trial: list[tuple[RoutingInput, Routed]] = []  # would be trusted by a side on probation
+        for item in items:
+            p, verdict = item.p_beat, trust.verdict(item.p_beat)
+            if verdict is None or unproven_family(item):
+                deferred.append(item)
+                continue
+            sign = "<=" if verdict == "prune" else ">="
+            bound = trust.prune_below if verdict == "prune" else trust.accept_above
+            routed = Routed(verdict, f"P(beat incumbent {item.incumbent:.3g}x) = {p:.3f} {sign} {bound:.3g} "
+                                     f"({trust.describe()})", p, trusted_as=verdict)
+            (on_trial if trust.on_probation(verdict) else trusted).append((item, routed))
+        trial = 0  # audits of sides on probation
+        untried: set[str] = set()  # would-be decisions of a side on probation left without an audit
+        audit_room = max(0, min(audits, can_measure))
+        needed = {side: trust.trial_audits_needed(side) for side in ("prune", "accept")}
+        for item, routed in sorted(on_trial, key=lambda pair: audit_draw(pair[0].hash, self.seed)):
+            if trial < audit_room and needed[routed.decision] > 0:  # every draw, as many as the trial needs
+                out[item.hash] = Routed("measure", f"probation audit of a replayed {routed.decision}: {routed.reason}",
+                                        routed.p_beat, audit=True, trusted_as=routed.trusted_as, probation=True)
+                needed[routed.decision] -= 1
+                trial += 1
+            else:
+                deferred.append(item)  # not trusted yet: routed as an uncertain child
+                untried.add(item.hash)
+        audit_room -= trial
+        deferred = coverage_first(sorted(deferred, key=measure_order))
+        limit = min(self.measure_per_round, can_measure - trial)
+        in_turn = 0  # deferred children and audits of trusted decisions
+        for item in deferred:
+            p = item.p_beat
+            why = ("forecast failed: deferred to hardware" if item.failed else
+                   "no P(beat) from bins past the incumbent: deferred to hardware") if p is None else \
+                f"uncertain (P(beat incumbent {item.incumbent:.3g}x) = {p:.3f}): deferred to hardware"
+            if item.hash in untried:
+                why = f"P(beat incumbent {item.incumbent:.3g}x) = {p:.3f}: the replayed {trust.verdict(p)} threshold " \
+                      "is on probation (not trusted until audited here): deferred to hardware"
+            elif p is not None and unproven_family(item):
+                why = (f"first of its family ({item.family}) in this run" if item.family_measured == 0 else
+                       f"its family ({item.family}) has {item.family_measured} measurement(s) here") + \
+                      f"; forecasts about it are not trusted before {MIN_FAMILY_EVIDENCE} " \
+                      f"(P(beat incumbent {item.incumbent:.3g}x) = {p:.3f}): deferred to hardware"
+            if in_turn < limit:
+                out[item.hash] = Routed("measure", why, p)
+                in_turn += 1
+            else:
+                cap = "the budget is exhausted" if in_turn + trial >= can_measure else "beyond this round's measurement cap"
+                out[item.hash] = Routed("drop", f"{why}, but {cap}" if item.hash in untried else f"deferred, but {cap}", p)
+        audit_room = max(0, min(audit_room, can_measure - trial - in_turn))
+        for item, routed in sorted(trusted, key=lambda pair: audit_draw(pair[0].hash, self.seed)):
+            if audit_room > 0 and audit_draw(item.hash, self.seed) < self.audit_rate:
+                out[item.hash] = Routed("measure", f"audit of a trusted {routed.decision}: {routed.reason}",
+                                        routed.p_beat, audit=True, trusted_as=routed.trusted_as)
+                audit_room -= 1
+                in_turn += 1
+            else:
+                out[item.hash] = routed
+        if not deferred:
+            self._spend_spare(trusted, out, min(self.measure_per_round, can_measure) - trial - in_turn)
+        return out
+
+    @staticmethod
+    def _spend_spare(trusted: list[tuple[RoutingInput, Routed]], out: dict[str, Routed], room: int) -> None:
+        """A round with nothing uncertain would leave its measurements unspent, and a budget saved by pruning
+        buys nothing once the generator runs dry: measure the pruned children most likely to beat the
+        incumbent (highest p) instead. They count as measurements, not as trusted decisions or audits."""
+        pruned = [(item, routed) for item, routed in trusted if out[item.hash] is routed and routed.decision == "prune"]
+        pruned.sort(key=lambda pair: (-(pair[1].p_beat or 0.0), -pair[0].gain, pair[0].hash))
+        for item, routed in pruned[:max(0, room)]:
+            out[item.hash] = Routed("measure", f"nothing uncertain this round: measuring the most promising pruned "
+                                               f"child instead of leaving the budget unspent ({routed.reason})",
+                                    routed.p_beat, trusted_as="prune", spare=True)
+

@@ -1,0 +1,341 @@
+"""What the forecaster and router could be trusted with: calibration rows, and a run's trust summary.
+
+Every routing decision is logged as a ``route`` event with the forecast's
+p = P(S_child > S_incumbent) and the incumbent of that moment. A decision
+that was then measured (deferred to the hardware, or audited) is a
+calibration row: p, and whether the child did beat the incumbent (by the
+paired comparison when the incumbent's kernel was timed beside the child, as
+the search does, else by two speedups measured apart). The rows of
+every run on a device (the current one included, so its first measurements
+count) give the router its thresholds; the audited ones also give the
+measured false-prune rate the summary reports beside the bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Literal
+
+from pydantic import BaseModel
+
+from kernelcast.graphs.route.replay_calibration import shipped_by_stage, stage_bucket
+from kernelcast.graphs.route.risk_control import (SEED_REPLAY, CalibrationRow, TrustThresholds, certify_stage,
+                                            clopper_pearson_interval, probation)
+from kernelcast.graphs.events import Route, Spend
+from kernelcast.graphs.search.tree import NodeRecord
+from kernelcast.tools.core.measurement import Measurement, RivalComparison, Status
+from kernelcast.tools.store.store import EventRecord, RunRecord, Store
+from kernelcast.tools.core.task import Task, builtin_task_paths, load_task
+
+MAX_RUNS = 500  # calibration reads the latest runs of the device
+
+
+RouteRecord = Route  # the payload of a ``route`` event (older runs lack the trust fields: defaults apply)
+
+
+def last_routes(store: Store, run_id: str) -> dict[str, RouteRecord]:
+    """Each routed candidate's last route record, in the order of those last routes: a child carried over is
+    routed each round and only its last routing decided it; a kill in the middle of a route step logs the
+    round's decisions again on resume."""
+    routes: dict[str, RouteRecord] = {}
+    for event in store.events(run_id, kind="route"):
+        if event.candidate_hash:
+            routes.pop(event.candidate_hash, None)
+            routes[event.candidate_hash] = RouteRecord.model_validate(event.payload)
+    return routes
+
+
+def _decisions(store: Store, run_id: str) -> Iterable[tuple[RouteRecord, Measurement | None, int]]:
+    """(route record, the measurement that judges it or None, stage) for each child's decision in a run: its
+    last route (a child carried over from round to round is routed each time, and only the last routing
+    decided it); the child's measurement paired with the decision's incumbent, else its latest; the stage is
+    the run's correct measurements before the decision (:func:`stage_of`)."""
+    measured: dict[str, list[Measurement]] = {}
+    for m in store.measurements(run_id=run_id):
+        measured.setdefault(m.candidate_hash, []).append(m)
+    events = store.events(run_id)
+    final = {e.candidate_hash: i for i, e in enumerate(events) if e.kind == "route"}  # a carried child's last
+    stage = 0
+    for i, event in enumerate(events):
+        stage += _is_correct_spend(event)
+        if event.kind != "route" or final[event.candidate_hash] != i:
+            continue
+        record = RouteRecord.model_validate(event.payload)
+        ms = measured.get(event.candidate_hash or "", [])
+        paired = [m for m in ms if pair_of(record, m) is not None]
+        yield record, paired[-1] if paired else ms[-1] if ms else None, stage
+
+
+def _is_correct_spend(event: EventRecord) -> bool:
+    """A correct measurement of a new point for the in-task model: a confirmation re-measures a point it has."""
+    if event.kind != "spend":
+        return False
+    spend = Spend.model_validate(event.payload)
+    return spend.status == Status.correct.value and spend.phase != "confirm"
+
+
+def stage_of(store: Store, run_id: str) -> int:
+    """How far a run is: its correct measurements so far (confirmations aside), which is what its in-task model
+    has learned from
+    (the calibration of P(beat) depends on it: see :mod:`kernelcast.graphs.route.replay_calibration`)."""
+    return sum(1 for e in store.events(run_id, kind="spend") if _is_correct_spend(e))
+
+
+ForecasterKey = tuple[str, str | None]  # (forecaster, model) as a run's config names them
+
+
+def _device_decisions(store: Store, device: str,
+                      forecaster: ForecasterKey | None = None) -> Iterable[tuple[str, RouteRecord, Measurement, int]]:
+    """(the run's group, route record, the measurement that judges it, stage) of each measured decision in the
+    device's runs (the latest MAX_RUNS), oldest run first; ``forecaster``: only the runs that forecast with it."""
+    for run in reversed(store.runs(limit=MAX_RUNS)):
+        if run.device != device:
+            continue
+        if forecaster is not None and (run.config.get("forecaster"), run.config.get("model")) != forecaster:
+            continue
+        group = group_of_run(run)
+        for record, m, stage in _decisions(store, run.id):
+            if m is not None:
+                yield group, record, m, stage
+
+
+def _row(group: str, record: RouteRecord, m: Measurement) -> CalibrationRow | None:
+    """A decision's calibration row: its p and whether the child beat its incumbent (None: no p recorded)."""
+    if record.p_beat is None or record.incumbent is None:
+        return None
+    return CalibrationRow(record.p_beat, beat_of(record, m), group)
+
+
+def calibration_rows(store: Store, device: str, bucket: int | None = None) -> list[CalibrationRow]:
+    """Measured decisions with a forecast p on this device, across its runs (the latest MAX_RUNS); ``bucket``:
+    only the decisions of that stage bucket."""
+    return [row for group, record, m, stage in _device_decisions(store, device)
+            if (bucket is None or stage_bucket(stage) == bucket) and (row := _row(group, record, m)) is not None]
+
+
+def group_of_run(run: RunRecord) -> str:
+    """The group a run's calibration rows are kept under: the one it recorded (:func:`calibration_group`); a
+    run from before groups were recorded reads as its task's name when it ran a built-in by name, else as
+    that name marked legacy (its reference kernel is unknown: it certifies neither the built-in nor a task)."""
+    if run.calibration_group is not None:
+        return run.calibration_group
+    return run.task if run.config.get("task", run.task) in builtin_task_paths() else f"{run.task}@legacy"
+
+
+def trust_for(store: Store, device: str, stage: int, risk: float, replayed: bool = False, group: str = "",
+              trial_group: str = "", own_rows_of: ForecasterKey | None = None) -> TrustThresholds:
+    """The thresholds for a decision at ``stage`` on ``device`` in a run on ``group`` (:func:`calibration_group`;
+    "" : every task's rows):
+    certified on the device's own rows of the same stage bucket, or (``replayed``, until the device has enough
+    of them) on the seed's replayed rows, which the device's own record can refute; in both, the group's own
+    rows alone when they are enough (:func:`kernelcast.graphs.route.risk_control.certify_stage`). Replayed
+    thresholds are tried on ``trial_group`` (the run's own group) before they are trusted: the audits of
+    replayed trust in its runs on the device decide (:func:`kernelcast.graphs.route.risk_control.probation`).
+    ``own_rows_of``: a forecaster certified on its own record only (a trained model): the rows of the runs that
+    forecast with that (forecaster, model), never the seed's replay (made with the blended forecaster)."""
+    bucket = stage_bucket(stage)
+    rows: list[CalibrationRow] = []
+    first_audits: dict[str, list[bool]] = {"prune": [], "accept": []}
+    replayed = replayed and own_rows_of is None
+    for run_group, record, m, at in _device_decisions(store, device, own_rows_of):
+        if stage_bucket(at) == bucket and (row := _row(run_group, record, m)) is not None:
+            rows.append(row)
+        if (run_group == trial_group and record.audit and record.trust_source == SEED_REPLAY
+                and record.trusted_as in first_audits):
+            first_audits[record.trusted_as].append(wrong_given(record.trusted_as, beat_of(record, m)))
+    prior = shipped_by_stage().get(bucket, ()) if replayed else ()
+    return probation(certify_stage(rows, prior, risk, group=group), first_audits)
+
+
+def calibration_group(task: Task) -> str:
+    """The group a run's calibration rows are kept under, and certified on: a built-in task's name, or for any
+    other task (a path task, one borrowing a built-in's name with another reference kernel) its name and
+    its reference kernel's hash, so neither certifies on, nor writes into, another task's record (two tasks
+    of one name measure speedups over different kernels)."""
+    path = builtin_task_paths().get(task.name)
+    reference = task.reference().hash
+    if path is not None and load_task(path).reference().hash == reference:
+        return task.name
+    return f"{task.name}@{reference[:12]}"
+
+
+def beat_incumbent(incumbent: float, speedup: float | None) -> bool:
+    """Whether a measured child (speedup None: it failed) beat the incumbent of its decision."""
+    return speedup is not None and speedup > incumbent
+
+
+def pair_of(record: RouteRecord, m: Measurement) -> RivalComparison | None:
+    """The child against the kernel its decision was judged against, when the measurement timed it beside."""
+    return m.rival if m.ok and m.rival is not None and m.rival.candidate_hash == record.incumbent_hash else None
+
+
+def beat_of(record: RouteRecord, m: Measurement) -> bool:
+    """Whether a measured child beat the incumbent of its decision: by the paired comparison when the
+    incumbent's kernel was timed beside it (against the reference, the speedup is that comparison), else by
+    its speedup against the incumbent's, measured apart (older runs, a rival that could not run)."""
+    if (pair := pair_of(record, m)) is not None:
+        return pair.beaten
+    return beat_incumbent(record.incumbent or 1.0, m.speedup if m.ok else None)
+
+
+def decision_wrong(kind: str, incumbent: float, speedup: float | None) -> bool:
+    """Whether a measured speedup (None: failed) shows a forecast's decision wrong: a pruned child beat the
+    incumbent, an accepted one did not."""
+    return wrong_given(kind, beat_incumbent(incumbent, speedup))
+
+
+def wrong_given(kind: str, beat: bool) -> bool:
+    """A pruned child that beat the incumbent, or an accepted one that did not."""
+    return beat if kind == "prune" else not beat
+
+
+class TrustedDecision(BaseModel):
+    """A child pruned or accepted on its forecast alone, and the incumbent it was judged against."""
+
+    kind: Literal["prune", "accept"]
+    candidate_hash: str
+    incumbent: float
+    incumbent_hash: str | None = None  # None: the reference, or a run that did not record it
+    carried: bool = False  # taken on a child carried over from an earlier round (it had several chances)
+
+    def wrong(self, speedup: float | None) -> bool:
+        return decision_wrong(self.kind, self.incumbent, speedup)
+
+
+def trusted_decisions(store: Store, run_id: str) -> list[TrustedDecision]:
+    """The decisions of a run that no measurement backed (audits excluded): what a check against the truth
+    measures."""
+    return [TrustedDecision(kind="prune" if record.decision == "prune" else "accept", candidate_hash=key,
+                            incumbent=record.incumbent or 1.0, incumbent_hash=record.incumbent_hash, carried=record.carried)
+            for key, record in last_routes(store, run_id).items() if record.forecast_alone]
+
+
+class AuditRate(BaseModel):
+    """Audited trusted decisions of one kind and how many of them were wrong."""
+
+    audited: int = 0
+    wrong: int = 0
+    interval: tuple[float, float] = (0.0, 1.0)  # 95 % Clopper-Pearson interval of the wrong share
+
+    @property
+    def rate(self) -> float | None:
+        return self.wrong / self.audited if self.audited else None
+
+
+class TrustSummary(BaseModel):
+    """How many forecasts were informative and how many decisions were taken without a measurement."""
+
+    forecasts: int = 0  # candidates forecast (a child carried over is forecast again each round: counted once)
+    informative_forecasts: int = 0  # of those, how many had an informative latest forecast
+    decisions: int = 0
+    trusted_prunes: int = 0
+    trusted_accepts: int = 0
+    trusted_on_replay: int = 0  # of the trusted decisions, those certified by the seed's replayed rows
+    trusted_carried: int = 0  # of the trusted decisions, those on children carried over (several chances each)
+    audits: int = 0
+    probation_audits: int = 0  # of the audits, those that tried a replayed threshold on this task here
+    probation_wrong: int = 0  # of those, how many were wrong (one withdraws the replayed side for the task)
+    spare: int = 0  # pruned children measured anyway: their round had nothing uncertain (not trusted, not audits)
+    spare_beat: int = 0  # of those, how many beat the incumbent of their moment
+    considered: int = 0  # candidates with an informative forecast or a measurement
+    considered_all: int = 0  # every candidate the router saw
+    paired: int = 0  # calibration rows judged by the child timed beside the incumbent's kernel
+    paired_read_otherwise: int = 0  # of those, how many the two speedups measured apart would have read otherwise
+    risk: float | None = None
+    false_prunes: AuditRate = AuditRate()
+    false_accepts: AuditRate = AuditRate()
+    carried_false_prunes: AuditRate = AuditRate()  # the audited prunes of carried children, apart
+
+    @property
+    def trusted(self) -> int:
+        return self.trusted_prunes + self.trusted_accepts
+
+    @property
+    def trusted_share(self) -> float:
+        return self.trusted / self.decisions if self.decisions else 0.0
+
+    def _source_note(self) -> str:
+        text = f"; {self.trusted_on_replay} certified by the seed's replayed decisions" if self.trusted_on_replay else ""
+        return text + (f"; {self.trusted_carried} on children carried over" if self.trusted_carried else "")
+
+    def line(self) -> str:
+        """One line for summaries: informative forecasts, trusted decisions, measured false-prune rate vs bound."""
+        text = (f"{self.informative_forecasts}/{self.forecasts} forecasts informative; "
+                f"{self.trusted}/{self.decisions} decisions trusted ({self.trusted_prunes} pruned, "
+                f"{self.trusted_accepts} accepted{self._source_note()}), {self.audits} audited")
+        if self.probation_audits:
+            text += (f" ({self.probation_audits} trying the seed's replayed thresholds on this task, "
+                     f"{self.probation_wrong} wrong)")
+        if self.spare:
+            text += f"; {self.spare} pruned measured anyway with budget to spare ({self.spare_beat} beat the incumbent)"
+        if self.paired:
+            text += (f"; {self.paired} calibration rows timed beside their incumbent (on {self.paired_read_otherwise} the pair "
+                     "and the speedups measured apart disagree on which was faster)")
+        fp = self.false_prunes
+        if fp.audited:
+            text += (f"; false prunes {fp.wrong}/{fp.audited} (95 % CI {fp.interval[0]:.0%}-{fp.interval[1]:.0%})"
+                     + (f", bound {self.risk:.0%}" if self.risk is not None else ""))
+        if (cfp := self.carried_false_prunes).audited:
+            text += f" (of carried children {cfp.wrong}/{cfp.audited})"
+        return text
+
+
+def live_counts(nodes: Mapping[str, NodeRecord]) -> dict[str, int]:
+    """For the live view, from the search tree alone: forecasts made, informative ones, trusted decisions,
+    and candidates considered (an informative forecast or a measurement)."""
+    forecast = [n for n in nodes.values() if n["forecast"] is not None]
+    informative = [n for n in forecast if n["forecast"] is not None and not n["forecast"]["failed"]]
+    measured = [n for n in nodes.values() if n["outcome"] in ("measured", "failed", "verified")]
+    trusted = [n for n in nodes.values() if n["outcome"] in ("pruned", "accepted")]
+    considered = {n["hash"] for n in informative} | {n["hash"] for n in measured}
+    return {"forecasts": len(forecast), "informative": len(informative), "trusted": len(trusted),
+            "considered": len(considered), "considered_all": sum(1 for n in nodes.values() if n["parent"])}
+
+
+def trust_summary(store: Store, run_id: str, risk: float | None = None) -> TrustSummary:
+    """The trust numbers of one run, from its stored forecasts, route events and measurements."""
+    latest = store.latest_forecasts(run_id)
+    informative = {key for key, r in latest.items() if not r.failed}
+    out = TrustSummary(forecasts=len(latest), informative_forecasts=len(informative), risk=risk)
+    audits: dict[str, list[bool]] = {"prune": [], "accept": []}
+    carried_audits: list[bool] = []
+    for record, m, _ in _decisions(store, run_id):
+        out.decisions += 1
+        if m is not None and record.p_beat is not None and pair_of(record, m) is not None:  # a calibration row
+            out.paired += 1
+            out.paired_read_otherwise += beat_of(record, m) != beat_incumbent(record.incumbent or 1.0, m.speedup)
+        if record.audit:
+            out.audits += 1
+            out.probation_audits += record.probation
+            if record.trusted_as in audits and m is not None:
+                wrong = wrong_given(record.trusted_as, beat_of(record, m))
+                audits[record.trusted_as].append(wrong)
+                out.probation_wrong += record.probation and wrong
+                if record.carried and record.trusted_as == "prune":
+                    carried_audits.append(beat_of(record, m))
+        elif record.spare:
+            out.spare += 1
+            out.spare_beat += int(m is not None and beat_of(record, m))
+        elif record.forecast_alone:
+            out.trusted_on_replay += record.trust_source == SEED_REPLAY
+            out.trusted_carried += record.carried
+            if record.decision == "prune":
+                out.trusted_prunes += 1
+            else:
+                out.trusted_accepts += 1
+    seen = set(last_routes(store, run_id))
+    measured_any = {m.candidate_hash for m in store.measurements(run_id=run_id)}
+    out.considered_all = len(seen)
+    out.considered = len({h for h in seen if h in informative or h in measured_any})
+    for kind, outcomes in audits.items():
+        rate = AuditRate(audited=len(outcomes), wrong=sum(outcomes),
+                         interval=clopper_pearson_interval(sum(outcomes), len(outcomes)))
+        setattr(out, "false_prunes" if kind == "prune" else "false_accepts", rate)
+    out.carried_false_prunes = AuditRate(audited=len(carried_audits), wrong=sum(carried_audits),
+                                         interval=clopper_pearson_interval(sum(carried_audits), len(carried_audits)))
+    return out
+
+
+__all__ = ["AuditRate", "RouteRecord", "TrustSummary", "TrustedDecision", "beat_incumbent", "beat_of",
+           "calibration_group", "calibration_rows", "decision_wrong", "group_of_run", "last_routes", "live_counts", "stage_of",
+           "trust_for", "trust_summary", "trusted_decisions", "wrong_given"]

@@ -1,0 +1,279 @@
+"""The final answer of a run: always a measured kernel, with the path that led to it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from kernelcast.graphs.config import RunConfig
+from kernelcast.graphs.context import RunContext
+from kernelcast.graphs.events import Spend
+from kernelcast.graphs.search.tree import NodeRecord, SearchState, outcome_counts
+from kernelcast.graphs.route.trust import trust_summary
+from kernelcast.tools.core.measurement import Measurement
+from kernelcast.tools.store.records import RunRecord
+from kernelcast.tools.store.store import Store
+from kernelcast.tools.core.task import Task
+
+
+def interval_text(interval: tuple[float, float] | None) -> str:
+    """A speedup interval as people read it: "15.41x-15.95x" (two decimals, three below 1x)."""
+    if interval is None:
+        return ""
+    low, high = interval
+    digits = 2 if low >= 1.0 else 3
+    return f"{low:.{digits}f}x-{high:.{digits}f}x"
+
+
+class ShownSpeedup(BaseModel):
+    """The speedup of one node of a run as every output shows it (summary, ``show``, report, tree, top kernels,
+    compare, examples, MCP, chat): its confirmation, with the interval, once it has one; else its first
+    measurement, labelled as such. Built by :func:`shown_speedups` only."""
+
+    candidate_hash: str
+    speedup: float = Field(description="the confirmation's speedup when confirmed, else the first measurement's")
+    interval: tuple[float, float] | None = Field(None, description="95 % bootstrap interval of ``speedup``")
+    confirmed: bool = False
+    first: float = Field(description="the speedup of the node's first (search or verify) measurement")
+    first_interval: tuple[float, float] | None = None
+    cv: float | None = Field(None, description="coefficient of variation of the first measurement's timings")
+    found_at: int = Field(description="measurements of the run spent up to and including the first one of it")
+
+    @property
+    def rank(self) -> tuple[bool, float]:
+        """Order of the top: confirmed nodes first (by their confirmation), then first measurements. The best
+        of a run is the node with the highest rank: its headline, star, first row and curve end agree."""
+        return self.confirmed, self.speedup
+
+    @property
+    def label(self) -> str:
+        return "confirmed" if self.confirmed else "first measurement"
+
+    def text(self) -> str:
+        """"15.683x confirmed (95 % 15.41x-15.95x; first measurement 30.746x)" or "30.746x (first measurement,
+        not confirmed)"."""
+        if not self.confirmed:
+            return f"{self.speedup:.3f}x (first measurement, not confirmed)"
+        interval = f"95 % {interval_text(self.interval)}; " if self.interval else ""
+        return f"{self.speedup:.3f}x confirmed ({interval}first measurement {self.first:.3f}x)"
+
+    def short(self) -> str:
+        """For charts and narrow columns: "15.68x (confirmed)" or "30.75x (1st measurement)"."""
+        return f"{self.speedup:.2f}x ({'confirmed' if self.confirmed else '1st measurement'})"
+
+
+def shown_speedups(ledger: Iterable[Measurement]) -> dict[str, ShownSpeedup]:
+    """The shown speedup of every node a run's ledger (its measurements, in the order bought) holds a correct
+    measurement of: the one definition every output uses. A node's last confirmation decides (a failed one
+    leaves it without a speedup, as the search marks it failed); its search/verify measurement is the first;
+    a node never measured correct has none."""
+    first: dict[str, tuple[Measurement, int]] = {}
+    confirmation: dict[str, Measurement] = {}
+    spent = 0
+    for m in ledger:
+        if m.phase == "noise":  # a harness calibration, not charged to the budget
+            continue
+        spent += 1
+        if m.phase == "confirm":
+            confirmation[m.candidate_hash] = m
+        else:
+            first[m.candidate_hash] = (m, spent)
+    out = {}
+    for key, (m, spent) in first.items():
+        again = confirmation.get(key)
+        if not m.ok or m.speedup is None or (again is not None and (not again.ok or again.speedup is None)):
+            continue
+        cv = m.candidate.cv if m.candidate else None
+        if again is not None:
+            assert again.speedup is not None
+            out[key] = ShownSpeedup(candidate_hash=key, speedup=again.speedup, interval=again.speedup_ci,
+                                    confirmed=True, first=m.speedup, first_interval=m.speedup_ci, cv=cv,
+                                    found_at=spent)
+        else:
+            out[key] = ShownSpeedup(candidate_hash=key, speedup=m.speedup, interval=m.speedup_ci, first=m.speedup,
+                                    first_interval=m.speedup_ci, cv=cv, found_at=spent)
+    return out
+
+
+def ranked(shown: Mapping[str, ShownSpeedup]) -> list[ShownSpeedup]:
+    """The nodes best first (:attr:`ShownSpeedup.rank`)."""
+    return sorted(shown.values(), key=lambda s: s.rank, reverse=True)
+
+
+def best_curve(ledger: Sequence[Measurement]) -> list[tuple[int, ShownSpeedup | None]]:
+    """(measurements spent, the best of the nodes found by then) after each measurement of the ledger, every
+    node valued as the run shows it at the end (its confirmation where it has one): a curve that rises where
+    the search found what it reports, never to a first measurement its confirmation took back, and ends on
+    the run's best. Nondecreasing in :attr:`ShownSpeedup.rank`."""
+    final = shown_speedups(ledger)
+    curve = []
+    for spent in range(1, len(ledger) + 1):
+        top = ranked({k: v for k, v in final.items() if v.found_at <= spent})
+        curve.append((spent, top[0] if top else None))
+    return curve
+
+
+def spend_text(event: Spend, candidate: str | None) -> str:
+    """One bought measurement as progress lines show it: a search measurement is labelled a first
+    measurement, a confirmation a confirmation, so a later, lower confirmed best does not read as a contradiction."""
+    which = "confirmation" if event.phase == "confirm" else "first measurement"
+    speed = f" {event.speedup:.3f}x ({which})" if event.speedup else ""
+    paired = f", {event.over_incumbent:.3f}x the incumbent beside it" if event.over_incumbent else ""
+    return f"measured {(candidate or '')[:8]} ({event.phase}): {event.status}{speed}{paired}"
+
+
+class RunResult(BaseModel):
+    run_id: str
+    task: str
+    device: str
+    router: str
+    budget: int
+    spent: int
+    status: str
+    stop_reason: str = ""
+    best_hash: str | None = None
+    best_speedup: float | None = None
+    best_cv: float | None = None
+    best_intent: str = ""
+    best: ShownSpeedup | None = Field(None, description="the best node's shown speedup (None: none, or a run "
+                                                      "stored before this field)")
+    first_speedup: float | None = Field(None, description="the best's speedup when it was first measured")
+    confirmed: bool = Field(False, description="best_speedup comes from a confirmation re-measurement")
+    best_interval: tuple[float, float] | None = Field(None, description="95 % bootstrap interval of best_speedup")
+    noise_floor: float | None = Field(None, description="relative spread of the reference measured against itself")
+    significant: bool = False
+    verdict: str = ""
+    replayed_from: str | None = Field(None, description="the store a replay answered from: every number is a stored "
+                                      "one, none measured now (None: a live run)")
+    best_path: list[str] = Field(default_factory=list, description="intents from the reference to the best")
+    best_geometry: dict[str, list[str] | None] = Field(default_factory=dict)
+    measurements_to_best: int = Field(0, description="measurements spent up to the first measurement of the best")
+    considered: int = 0  # candidates with an informative forecast or a measurement
+    considered_all: int = 0  # every candidate the router saw (forecast failed or not)
+    trust: str = Field("", description="informative forecasts, trusted decisions, audits, measured false prunes")
+    counts: dict[str, int] = Field(default_factory=dict)
+    folder: str = ""
+
+    @property
+    def considered_per_measurement(self) -> float:
+        return self.considered / self.spent if self.spent else float("inf")
+
+    @classmethod
+    def of_run(cls, run: RunRecord) -> RunResult | None:
+        """A stored run's result, once it has finished (None before): the one reader of ``RunRecord.summary``."""
+        return cls.model_validate(run.summary) if run.summary else None
+
+
+def path_to(nodes: dict[str, NodeRecord], key: str) -> list[str]:
+    chain = []
+    cursor: str | None = key
+    while cursor is not None and cursor in nodes:
+        chain.append(cursor)
+        cursor = nodes[cursor]["parent"]
+    return list(reversed(chain))
+
+
+def build_result(state: SearchState, ctx: RunContext, status: str) -> RunResult:
+    store, run_id, task, device = ctx.store, ctx.run_id, ctx.task.name, ctx.hardware.key
+    router, budget, folder = ctx.config.router, ctx.config.budget, ctx.folder
+    nodes = state["nodes"]
+    counts = outcome_counts(nodes)
+    shown = {k: v for k, v in shown_speedups(store.measurements(run_id=run_id)).items()
+             if k in nodes and nodes[k]["outcome"] in ("measured", "verified")}
+    best = next(iter(ranked(shown)), None)
+    result = RunResult(run_id=run_id, task=task, device=device, router=router, budget=budget,
+                       spent=store.measurement_totals(run_id)[0], status=status,
+                       stop_reason=state.get("stop_reason", ""), considered_all=len(nodes) - 1, counts=counts,
+                       folder=str(folder))
+    trust = trust_summary(store, run_id, ctx.config.risk)
+    result.considered, result.trust = trust.considered, trust.line()
+    result.replayed_from = ctx.config.replay
+    if best is not None:
+        key = best.candidate_hash
+        cand = store.candidate(key)
+        result.best_hash, result.best = key, best
+        result.first_speedup = best.first
+        result.best_speedup = best.speedup
+        result.confirmed = best.confirmed
+        result.best_interval = best.interval if best.confirmed else None
+        result.measurements_to_best = best.found_at
+        result.noise_floor = noise_floor(store, ctx.task, device, run_id)
+        result.significant, result.verdict = judge(result)
+        result.best_cv = best.cv
+        result.best_intent = nodes[key]["intent"]
+        result.best_path = [nodes[k]["intent"] for k in path_to(nodes, key)]
+        if cand is not None:
+            result.best_geometry = {"global": cand.global_size, "local": cand.local_size,
+                                    "options": cand.build_options}
+    return result
+
+
+def noise_floor(store: Store, task: Task, device: str, run_id: str) -> float | None:
+    """Relative noise of this task's reference on this device: max(|1 - S|, half the interval) of the
+    reference measured against itself (stored by the verify step)."""
+    run = store.run(run_id)
+    sizes = RunConfig.of_run(run).sizes if run is not None else "full"
+    rows = [m for m in store.measurements(task=task.name, device=device, fingerprint=task.fingerprint)
+            if m.phase == "noise" and m.sizes == sizes and m.ok]
+    if not rows or rows[-1].speedup is None:
+        return None
+    m = rows[-1]
+    assert m.speedup is not None
+    low, high = m.speedup_ci or (m.speedup, m.speedup)
+    return max(abs(1.0 - m.speedup), (high - low) / 2)
+
+
+def judge(result: RunResult) -> tuple[bool, str]:
+    """Is the reported speedup distinguishable from noise? A replay's is never a live one: its numbers are a store's,
+    whose rows anybody may have edited, so its verdict says it was replayed and what the rows say."""
+    significant, verdict = judge_measured(result)
+    if result.replayed_from is None:
+        return significant, verdict
+    return False, f"replayed from {result.replayed_from}, nothing measured now; the stored rows say: {verdict}"
+
+
+def judge_measured(result: RunResult) -> tuple[bool, str]:
+    """Is the measured speedup distinguishable from noise? (interval excludes 1.0, outside the noise floor)"""
+    speed = result.best_speedup
+    if speed is None:
+        return False, "no correct candidate was measured"
+    if not result.confirmed:
+        return False, "not confirmed (no budget left to re-measure it)"
+    low, high = result.best_interval or (speed, speed)
+    if high < 1.0:
+        return False, (f"no speedup: the best candidate is slower than the reference ({speed:.3f}x, 95 % interval "
+                       f"{interval_text((low, high))})")
+    if low <= 1.0 or speed <= 1.0:
+        return False, f"no significant speedup: the 95 % interval {interval_text((low, high))} contains 1.0"
+    floor = result.noise_floor or 0.0
+    if speed <= 1.0 + floor:
+        return False, f"no significant speedup: {speed:.3f}x is inside this device's noise floor (+-{floor:.1%})"
+    return True, f"significant speedup: {speed:.3f}x (95 % interval {interval_text((low, high))})"
+
+
+def write_run_folder(result: RunResult, state: SearchState, store: Store, language: str) -> None:
+    folder = Path(result.folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "result.json").write_text(result.model_dump_json(indent=2))
+    (folder / "tree.json").write_text(json.dumps(state["nodes"], indent=1))
+    if result.best_hash:
+        cand = store.candidate(result.best_hash)
+        if cand is not None:
+            ext = ".cu" if language == "cuda" else ".cl"
+            (folder / f"best{ext}").write_text(cand.source)
+            (folder / "best.json").write_text(cand.model_dump_json(indent=2))
+    lines = [f"# run {result.run_id}: {result.task} on {result.device}", "",
+             f"router {result.router}, budget {result.budget}, spent {result.spent}, "
+             f"candidates considered {result.considered} (of {result.considered_all} proposed)", "",
+             result.stop_reason, "", result.trust, ""]
+    if result.best_hash:
+        lines += [f"best speedup: **{result.best_speedup:.3f}x** ({result.verdict}); first measured "
+                  f"{result.first_speedup or 0:.3f}x, candidate `{result.best_hash}`, first measured after "
+                  f"{result.measurements_to_best} measurements", "",
+                  "path of mutations:", *[f"{i}. {step}" for i, step in enumerate(result.best_path)]]
+    else:
+        lines.append("no candidate was measured correct: the reference stays the best kernel")
+    (folder / "README.md").write_text("\n".join(lines) + "\n")

@@ -1,0 +1,1 @@
+"""Real devices: backends, the measurement harness and its isolated worker, device probes and runtimes, and the measurers."""

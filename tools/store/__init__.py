@@ -1,0 +1,1 @@
+"""The SQLite store, the system of record, and its typed rows."""
