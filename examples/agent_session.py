@@ -17,12 +17,12 @@ import os
 from typing import Any
 
 import kernelcast
-from kernelcast.agents.generator import GenerationContext, Generator
+from kernelcast.agents.generate.base import GenerationContext, Generator
 from kernelcast.agents.registry import DEFAULT_FORECASTER, FORECASTERS
 from kernelcast.session import SessionError
 from kernelcast.session_views import ParentSuggestion, Suggestions
-from kernelcast.tools.candidate import Candidate
-from kernelcast.tools.task import resolve_task
+from kernelcast.tools.core.candidate import Candidate
+from kernelcast.tools.core.task import resolve_task
 
 
 def make_agent(max_tokens: int) -> Generator:
@@ -30,10 +30,10 @@ def make_agent(max_tokens: int) -> Generator:
     model = os.environ.get("KERNELCAST_MODEL")
     if model:
         from kernelcast.agents.factory import llm_client
-        from kernelcast.agents.llm_generator import LLMGenerator
+        from kernelcast.agents.generate.llm import LLMGenerator
 
         return LLMGenerator(llm_client(model), max_tokens=max_tokens)
-    from kernelcast.agents.offline_generator import OfflineGenerator
+    from kernelcast.agents.generate.offline import OfflineGenerator
 
     return OfflineGenerator()
 

@@ -12,7 +12,7 @@ import argparse
 
 import kernelcast
 from kernelcast.api import as_task, make_candidate
-from kernelcast.tools.bins import BIN_NAMES
+from kernelcast.tools.core.bins import BIN_NAMES
 
 # Two elements per work-item through float2 loads: the same signature as the reference kernel.
 VECTORIZED = """

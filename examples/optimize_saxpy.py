@@ -11,7 +11,7 @@ import argparse
 from typing import Any
 
 import kernelcast
-from kernelcast.graphs.routers import ROUTERS
+from kernelcast.graphs.route.routers import ROUTERS
 
 
 def on_event(kind: str, payload: dict[str, Any]) -> None:
