@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
+
+from kernelcast.agents import DATA_DIR
 
 if TYPE_CHECKING:
     from kernelcast.agents.forecast.base import Forecaster
@@ -47,10 +50,14 @@ class GeneratorSpec:
 
 @dataclass(frozen=True)
 class ForecasterSpec:
+    """A forecaster by name. ``seed_replay``: calibration rows replayed from the shipped seed dataset WITH THIS
+    forecaster, which may certify its trust on a device's first runs; another forecaster's replay never does."""
+
     name: str
     description: str
     needs_model: bool
     build: Callable[[AgentInputs], Forecaster]
+    seed_replay: Path | None = None
 
 
 def _offline(inputs: AgentInputs) -> Generator:
@@ -97,6 +104,7 @@ def _none(inputs: AgentInputs) -> Forecaster:
     return UninformativeForecaster()
 
 
+SEED_REPLAY = DATA_DIR / "seed_replay.jsonl.gz"  # made with the learned forecaster: graphs/route/replay_calibration
 EXTERNAL = "external"  # the generator of a session: the caller writes the candidates
 
 GENERATORS: dict[str, GeneratorSpec] = {spec.name: spec for spec in (
@@ -109,7 +117,7 @@ GENERATORS: dict[str, GeneratorSpec] = {spec.name: spec for spec in (
 )}
 FORECASTERS: dict[str, ForecasterSpec] = {spec.name: spec for spec in (
     ForecasterSpec("learned", "roofline prior blended with a forest trained on the store and the seed data, "
-                   "corrected per task", needs_model=False, build=_learned),
+                   "corrected per task", needs_model=False, build=_learned, seed_replay=SEED_REPLAY),
     ForecasterSpec("prior", "the roofline prior alone", needs_model=False, build=_prior),
     ForecasterSpec("llm", "an LLM answers with the 8 bin probabilities as JSON; --model local:PATH runs a model "
                    "trained by `kernelcast forecaster train` in process (its bin digits' probabilities)", needs_model=True,

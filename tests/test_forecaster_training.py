@@ -272,7 +272,6 @@ def test_a_trained_model_forecasts_inside_a_real_optimize_run(tiny: Path, datase
     train_score(ScoreConfig(base=str(tiny), out=trained, steps=2, batch_size=2, lr=1e-2, lora_rank=4,
                             max_prompt_tokens=256), _short(read_jsonl(dataset_dir / "train.jsonl"), 4))
     model = f"local:{trained}"
-    assert make_forecaster("llm", model=model).own_calibration  # type: ignore[attr-defined]
     store = Store(tmp_path / "k.db")
     config = RunConfig(task="saxpy", budget=2, router="selective", forecaster="llm", model=model, sizes="small",
                        measure_per_round=2, confirm_top=0)
@@ -294,15 +293,15 @@ def test_a_trained_model_is_certified_on_its_own_runs_rows_only(tmp_path: Path) 
 
     store = Store(tmp_path / "k.db")
     mine = ("llm", "local:/models/mine")
-    runs = {"learned": store.create_run("saxpy", "dev", {"forecaster": "learned", "model": None}, 4),
-            "mine": store.create_run("saxpy", "dev", {"forecaster": mine[0], "model": mine[1]}, 4)}
+    runs = {"learned": store.create_run("saxpy", "dev", {"task": "saxpy", "forecaster": "learned", "model": None}, 4),
+            "mine": store.create_run("saxpy", "dev", {"task": "saxpy", "forecaster": mine[0], "model": mine[1]}, 4)}
     for n, (who, run_id) in enumerate(sorted(runs.items())):
         for i in range(3 if who == "mine" else 40):
             child = f"{n}{i:063d}"
             store.add_event(run_id, "route", Route(decision="measure", p_beat=0.05, incumbent=1.0).model_dump(),
                             candidate_hash=child)
             store.add_measurement(measurement(child, 0.5), run_id=run_id)
-    pooled = trust_for(store, "dev", 0, 0.1)
-    own = trust_for(store, "dev", 0, 0.1, replayed=True, own_rows_of=mine)
-    assert pooled.n_calibration == 43 and own.n_calibration == 3
+    learned = trust_for(store, "dev", 0, 0.1, ("learned", None))
+    own = trust_for(store, "dev", 0, 0.1, mine, replayed=True)
+    assert learned.n_calibration == 40 and own.n_calibration == 3
     assert own.source != SEED_REPLAY and own.prune_below is None  # three rows certify nothing

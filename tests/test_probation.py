@@ -19,6 +19,8 @@ from kernelcast.graphs.route.trust import trust_for
 from kernelcast.tools.store.store import Store
 from tests.test_store import measurement
 
+LEARNED = ("learned", None)  # the forecaster the shipped seed replay was made with
+
 REPLAYED = TrustThresholds(prune_below=0.2, accept_above=0.9, prune_bound=0.08, accept_bound=0.07,
                            n_calibration=3000, source=SEED_REPLAY)
 
@@ -88,7 +90,7 @@ def test_the_trial_reads_the_tasks_audits_under_replayed_trust_on_the_device(tmp
     stage = 5  # a stage bucket the shipped replay certifies a prune threshold for
 
     def audit_run(group: str, speedups: list[float], device: str = "dev", source: str = SEED_REPLAY) -> None:
-        run = store.create_run(group.split("@")[0], device, {}, 24)
+        run = store.create_run(group.split("@")[0], device, {"task": group.split("@")[0]}, 24)
         store.update_run(run, calibration_group=group)
         for i, speedup in enumerate(speedups):
             child = hashlib.sha256(f"{run}-{i}".encode()).hexdigest()
@@ -98,7 +100,7 @@ def test_the_trial_reads_the_tasks_audits_under_replayed_trust_on_the_device(tmp
             store.add_measurement(measurement(child, speedup).model_copy(update={"device": device}), run_id=run)
 
     def thresholds(group: str) -> TrustThresholds:
-        return trust_for(store, "dev", stage, 0.1, replayed=True, group=group, trial_group=group)
+        return trust_for(store, "dev", stage, 0.1, LEARNED, replayed=True, group=group, trial_group=group)
 
     assert thresholds("gemm").on_probation("prune")
     audit_run("gemm", [0.5, 0.8])
@@ -113,4 +115,5 @@ def test_the_trial_reads_the_tasks_audits_under_replayed_trust_on_the_device(tmp
     assert thresholds("gemm").prune_below is not None, "gemv's failed trial is its own"
     audit_run("gemm", [1.6])  # a later run's wrong audit is past gemm's trial: the device's record judges it
     assert thresholds("gemm").prune_below is not None and not thresholds("gemm").on_probation("prune")
-    assert trust_for(store, "dev", stage, 0.1, replayed=False, group="gemm", trial_group="gemm").source == DEVICE_RECORD
+    assert trust_for(store, "dev", stage, 0.1, LEARNED, replayed=False, group="gemm",
+                     trial_group="gemm").source == DEVICE_RECORD

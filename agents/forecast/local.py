@@ -7,7 +7,7 @@ both kernels without comments), and its distribution is either the next-token pr
 (``stated``: a greedy answer, parsed; what GRPO trains). Any failure (a model that cannot load, an answer that
 does not parse) is an uninformative forecast: the router defers it to the hardware.
 
-Its routing trust comes from its own calibration rows only (:attr:`LocalModelForecaster.own_calibration`).
+Like every forecaster, its routing trust comes from the rows of runs that forecast with it (this very model).
 """
 
 from __future__ import annotations
@@ -36,8 +36,6 @@ STATED_TOKENS = 40
 
 class LocalModelForecaster:
     """A :class:`kernelcast.agents.forecast.base.Forecaster` over a model loaded in this process."""
-
-    own_calibration = True  # certified on the rows of runs that used this very model, never another forecaster's
 
     def __init__(self, path: str, mode: ReadMode = "digits", name: str = "llm", device: str | None = None,
                  max_prompt_tokens: int | None = None) -> None:

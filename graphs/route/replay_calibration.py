@@ -39,7 +39,6 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelcast.agents import DATA_DIR
 from kernelcast.agents.forecast.distributions import p_beat
 from kernelcast.agents.forecast.base import Forecast
 from kernelcast.graphs.route.risk_control import CalibrationRow
@@ -47,7 +46,6 @@ from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement
 from kernelcast.tools.core.task import Task
 
-SHIPPED = DATA_DIR / "seed_replay.jsonl.gz"
 STAGE_EDGES = (1, 4, 8, 16)  # stage buckets: 0 | 1-3 | 4-7 | 8-15 | 16 and more measurements
 REPLAY_KS = (2, 4, 6, 8, 12, 16, 20)  # taught measurements per replay: at least two per bucket past 0
 REPLAY_DRAWS = 2  # random draws of the taught measurements per group and k
@@ -152,32 +150,35 @@ def read_rows(path: Path) -> list[ReplayRow]:
         return [ReplayRow(**json.loads(line)) for line in fh if line.strip()]
 
 
-@lru_cache(maxsize=1)
-def shipped_by_stage() -> dict[int, tuple[CalibrationRow, ...]]:
-    """The shipped replay rows grouped by stage bucket (empty when the file is absent)."""
-    if not SHIPPED.exists():
+@lru_cache(maxsize=4)
+def shipped_by_stage(path: Path) -> dict[int, tuple[CalibrationRow, ...]]:
+    """A shipped replay's rows (a forecaster spec's ``seed_replay``) grouped by stage bucket (empty when the file is
+    absent)."""
+    if not path.exists():
         return {}
     out: dict[int, list[CalibrationRow]] = {}
-    for row in read_rows(SHIPPED):
+    for row in read_rows(path):
         out.setdefault(stage_bucket(row.k), []).append(row.calibration())
     return {bucket: tuple(rows) for bucket, rows in out.items()}
 
 
 def main() -> None:
-    """Rebuild the shipped rows from the shipped seed dataset."""
+    """Rebuild the learned forecaster's shipped replay rows from the shipped seed dataset (the replay rebuilds the
+    learned forecaster per held-out group: :func:`replay_group`)."""
     from kernelcast.agents.factory import SEED_DATASET
     from kernelcast.agents.forecast.learned import task_lookup
+    from kernelcast.agents.registry import SEED_REPLAY
     from kernelcast.tools.store.store import Store
 
     pairs, devices = Store.read_pairs(SEED_DATASET)
     rows = build_replay(pairs, devices, task_lookup(None), progress=print)
-    write_rows(rows, SHIPPED)
-    print(f"wrote {len(rows)} rows to {SHIPPED}")
+    write_rows(rows, SEED_REPLAY)
+    print(f"wrote {len(rows)} rows to {SEED_REPLAY}")
 
 
 if __name__ == "__main__":
     main()
 
 
-__all__ = ["MODES", "REPLAY_DRAWS", "REPLAY_KS", "ReplayRow", "SHIPPED", "STAGE_EDGES", "build_replay",
+__all__ = ["MODES", "REPLAY_DRAWS", "REPLAY_KS", "ReplayRow", "STAGE_EDGES", "build_replay",
            "forecast_p_beat", "read_rows", "replay_group", "shipped_by_stage", "stage_bucket", "write_rows"]

@@ -16,8 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from kernelcast.agents.registry import forecaster_spec
+from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.route.replay_calibration import shipped_by_stage, stage_bucket
 from kernelcast.graphs.route.risk_control import (SEED_REPLAY, CalibrationRow, TrustThresholds, certify_stage,
                                             clopper_pearson_interval, probation)
@@ -84,6 +86,16 @@ def stage_of(store: Store, run_id: str) -> int:
 ForecasterKey = tuple[str, str | None]  # (forecaster, model) as a run's config names them
 
 
+def forecaster_of(run: RunRecord) -> ForecasterKey | None:
+    """The (forecaster, model) a run forecast with: the key its calibration rows are kept under (None: its stored
+    config does not validate, so its rows belong to no forecaster)."""
+    try:
+        config = RunConfig.of_run(run)
+    except ValidationError:
+        return None
+    return config.forecaster, config.model
+
+
 def _device_decisions(store: Store, device: str,
                       forecaster: ForecasterKey | None = None) -> Iterable[tuple[str, RouteRecord, Measurement, int]]:
     """(the run's group, route record, the measurement that judges it, stage) of each measured decision in the
@@ -91,7 +103,7 @@ def _device_decisions(store: Store, device: str,
     for run in reversed(store.runs(limit=MAX_RUNS)):
         if run.device != device:
             continue
-        if forecaster is not None and (run.config.get("forecaster"), run.config.get("model")) != forecaster:
+        if forecaster is not None and forecaster_of(run) != forecaster:
             continue
         group = group_of_run(run)
         for record, m, stage in _decisions(store, run.id):
@@ -106,10 +118,12 @@ def _row(group: str, record: RouteRecord, m: Measurement) -> CalibrationRow | No
     return CalibrationRow(record.p_beat, beat_of(record, m), group)
 
 
-def calibration_rows(store: Store, device: str, bucket: int | None = None) -> list[CalibrationRow]:
+def calibration_rows(store: Store, device: str, bucket: int | None = None,
+                     forecaster: ForecasterKey | None = None) -> list[CalibrationRow]:
     """Measured decisions with a forecast p on this device, across its runs (the latest MAX_RUNS); ``bucket``:
-    only the decisions of that stage bucket."""
-    return [row for group, record, m, stage in _device_decisions(store, device)
+    only the decisions of that stage bucket; ``forecaster``: only the runs that forecast with it (None: every
+    forecaster's, for reports; trust never pools them)."""
+    return [row for group, record, m, stage in _device_decisions(store, device, forecaster)
             if (bucket is None or stage_bucket(stage) == bucket) and (row := _row(group, record, m)) is not None]
 
 
@@ -122,28 +136,28 @@ def group_of_run(run: RunRecord) -> str:
     return run.task if run.config.get("task", run.task) in builtin_task_paths() else f"{run.task}@legacy"
 
 
-def trust_for(store: Store, device: str, stage: int, risk: float, replayed: bool = False, group: str = "",
-              trial_group: str = "", own_rows_of: ForecasterKey | None = None) -> TrustThresholds:
-    """The thresholds for a decision at ``stage`` on ``device`` in a run on ``group`` (:func:`calibration_group`;
-    "" : every task's rows):
-    certified on the device's own rows of the same stage bucket, or (``replayed``, until the device has enough
-    of them) on the seed's replayed rows, which the device's own record can refute; in both, the group's own
-    rows alone when they are enough (:func:`kernelcast.graphs.route.risk_control.certify_stage`). Replayed
-    thresholds are tried on ``trial_group`` (the run's own group) before they are trusted: the audits of
-    replayed trust in its runs on the device decide (:func:`kernelcast.graphs.route.risk_control.probation`).
-    ``own_rows_of``: a forecaster certified on its own record only (a trained model): the rows of the runs that
-    forecast with that (forecaster, model), never the seed's replay (made with the blended forecaster)."""
+def trust_for(store: Store, device: str, stage: int, risk: float, forecaster: ForecasterKey, replayed: bool = False,
+              group: str = "", trial_group: str = "") -> TrustThresholds:
+    """The thresholds for ``forecaster``'s decision at ``stage`` on ``device`` in a run on ``group``
+    (:func:`calibration_group`; "" : every task's rows):
+    certified on the device's own rows of the same stage bucket from runs that forecast with the same
+    (forecaster, model) — another forecaster's record says nothing of this one's calibration — or (``replayed``,
+    until the device has enough of them) on the seed replay its forecaster spec declares (none: no replayed
+    trust), which the device's own record can refute; in both, the group's own rows alone when they are enough
+    (:func:`kernelcast.graphs.route.risk_control.certify_stage`). Replayed thresholds are tried on
+    ``trial_group`` (the run's own group) before they are trusted: the audits of replayed trust in its runs on
+    the device decide (:func:`kernelcast.graphs.route.risk_control.probation`)."""
     bucket = stage_bucket(stage)
     rows: list[CalibrationRow] = []
     first_audits: dict[str, list[bool]] = {"prune": [], "accept": []}
-    replayed = replayed and own_rows_of is None
-    for run_group, record, m, at in _device_decisions(store, device, own_rows_of):
+    seed = forecaster_spec(forecaster[0]).seed_replay if forecaster[1] is None else None
+    for run_group, record, m, at in _device_decisions(store, device, forecaster):
         if stage_bucket(at) == bucket and (row := _row(run_group, record, m)) is not None:
             rows.append(row)
         if (run_group == trial_group and record.audit and record.trust_source == SEED_REPLAY
                 and record.trusted_as in first_audits):
             first_audits[record.trusted_as].append(wrong_given(record.trusted_as, beat_of(record, m)))
-    prior = shipped_by_stage().get(bucket, ()) if replayed else ()
+    prior = shipped_by_stage(seed).get(bucket, ()) if replayed and seed is not None else ()
     return probation(certify_stage(rows, prior, risk, group=group), first_audits)
 
 
@@ -337,5 +351,6 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
 
 
 __all__ = ["AuditRate", "RouteRecord", "TrustSummary", "TrustedDecision", "beat_incumbent", "beat_of",
-           "calibration_group", "calibration_rows", "decision_wrong", "group_of_run", "last_routes", "live_counts", "stage_of",
+           "calibration_group", "calibration_rows", "decision_wrong", "forecaster_of",
+           "group_of_run", "last_routes", "live_counts", "stage_of",
            "trust_for", "trust_summary", "trusted_decisions", "wrong_given"]

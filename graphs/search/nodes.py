@@ -496,10 +496,8 @@ class SearchNodes:
         # derived points needs the device's own rows
         replayed = ctx.config.trust_seed_replay and all(
             (cand := ctx.store.candidate(key)) is not None and family(cand) == WRITTEN for key in children)
-        # a forecaster that must be certified on its own record (a trained model) reads only its own runs' rows
-        own = (ctx.config.forecaster, ctx.config.model) if getattr(ctx.forecaster, "own_calibration", False) else None
-        trust = trust_for(ctx.store, ctx.hardware.key, stage, ctx.config.risk, replayed=replayed,
-                          group=self.certify_group, trial_group=ctx.calibration_group, own_rows_of=own)
+        trust = trust_for(ctx.store, ctx.hardware.key, stage, ctx.config.risk, (ctx.config.forecaster, ctx.config.model),
+                          replayed=replayed, group=self.certify_group, trial_group=ctx.calibration_group)
         this_round = set(children)  # routed before a kill in this very route step: routed again now
         spent_on_audits = sum(1 for key, r in last_routes(ctx.store, ctx.run_id).items()
                               if r.audit and key not in this_round)

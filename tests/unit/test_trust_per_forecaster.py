@@ -1,0 +1,73 @@
+"""Trust is per forecaster: calibration rows certify only the (forecaster, model) whose runs made them.
+
+The hazard this guards: rows were pooled by device, so a store full of the learned forecaster's decisions (and
+the seed replay, made with the learned forecaster) certified whatever ``--forecaster`` a run chose.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from kernelcast.agents.registry import FORECASTERS, SEED_REPLAY, forecaster_spec
+from kernelcast.graphs.config import RunConfig
+from kernelcast.graphs.events import Route
+from kernelcast.graphs.route.replay_calibration import shipped_by_stage, stage_bucket
+from kernelcast.graphs.route.risk_control import SEED_REPLAY as SEED_REPLAY_SOURCE
+from kernelcast.graphs.route.trust import forecaster_of, trust_for
+from kernelcast.tools.core.measurement import Measurement, Status, TimingStats
+from kernelcast.tools.store.store import Store
+
+LEARNED = ("learned", None)
+PRIOR = ("prior", None)
+
+
+def _measured(child: str, speedup: float) -> Measurement:
+    stats = TimingStats.from_samples([100.0, 110.0, 105.0])
+    return Measurement(task="saxpy", candidate_hash=child, device="dev", sizes="full", status=Status.correct,
+                       speedup=speedup, reference=stats, candidate=stats)
+
+
+def _learned_store(path: Path, rows: int = 300) -> Store:
+    """A store whose device holds ``rows`` measured decisions of learned-forecaster runs, well calibrated (a low p
+    lost to its incumbent, a high p beat it): enough to certify both thresholds at risk 0.1."""
+    store = Store(path)
+    run = store.create_run("saxpy", "dev", RunConfig(task="saxpy", forecaster="learned").model_dump(), 24)
+    for i in range(rows):
+        child = hashlib.sha256(f"learned-{i}".encode()).hexdigest()
+        p = 0.02 if i % 2 else 0.98
+        store.add_event(run, "route", Route(decision="measure", p_beat=p, incumbent=1.0).model_dump(),
+                        candidate_hash=child)
+        store.add_measurement(_measured(child, 0.5 if p < 0.5 else 2.0), run_id=run)
+    return store
+
+
+def test_another_forecasters_rows_never_certify_a_run(tmp_path: Path) -> None:
+    store = _learned_store(tmp_path / "k.db")
+    learned = trust_for(store, "dev", 0, 0.1, LEARNED)
+    assert learned.n_calibration == 300 and learned.prune_below is not None, "the rows certify their own forecaster"
+    prior = trust_for(store, "dev", 0, 0.1, PRIOR)
+    assert prior.n_calibration == 0 and prior.prune_below is None and prior.accept_above is None
+    model = trust_for(store, "dev", 0, 0.1, ("learned", "some-model"))
+    assert model.n_calibration == 0, "a (forecaster, model) pair is its own key"
+
+
+def test_the_seed_replay_certifies_only_the_forecaster_that_made_it(tmp_path: Path) -> None:
+    store = Store(tmp_path / "empty.db")
+    stage = next(s for s in range(40) if shipped_by_stage(SEED_REPLAY).get(stage_bucket(s)))
+    declared = [name for name, spec in FORECASTERS.items() if spec.seed_replay is not None]
+    assert declared == ["learned"] and forecaster_spec("learned").seed_replay == SEED_REPLAY
+    replayed = trust_for(store, "dev", stage, 0.1, LEARNED, replayed=True)
+    assert replayed.source == SEED_REPLAY_SOURCE and replayed.n_calibration > 0
+    for other in [PRIOR, ("llm", "local:/models/trained"), ("none", None)]:
+        thresholds = trust_for(store, "dev", stage, 0.1, other, replayed=True)
+        assert thresholds.source != SEED_REPLAY_SOURCE and thresholds.n_calibration == 0, other
+
+
+def test_a_run_whose_config_does_not_validate_belongs_to_no_forecaster(tmp_path: Path) -> None:
+    store = Store(tmp_path / "k.db")
+    good = store.create_run("saxpy", "dev", RunConfig(task="saxpy", forecaster="prior").model_dump(), 24)
+    odd = store.create_run("saxpy", "dev", {"forecaster": "prior"}, 24)  # no task: not a RunConfig
+    runs = {r.id: r for r in store.runs()}
+    assert forecaster_of(runs[good]) == PRIOR
+    assert forecaster_of(runs[odd]) is None
