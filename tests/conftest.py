@@ -1,4 +1,5 @@
-"""Shared fixtures. Each block names its owner issue; add yours, keep the others."""
+"""Fixtures that several test folders use, and the device report. Each block names its owner issue; add yours,
+keep the others. Helpers that are not fixtures live in tests/support."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import pytest
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 
-from llm_server import LlamaServer, find_gguf  # noqa: E402
-
+from kernelcast.tools.core.settings import get_settings  # noqa: E402
 from kernelcast.tools.hardware.worker import MeasurementWorker  # noqa: E402
+from support.llm_server import LlamaServer, find_gguf  # noqa: E402
+from support.tiny_template import write_tiny_template  # noqa: E402
 
 
 # ---- issue 11: say which device the suite ran on --------------------------------------
@@ -52,3 +54,21 @@ def worker() -> Iterator[MeasurementWorker]:
     """A worker on the default device, shared by a module's tests (a module may define its own)."""
     with MeasurementWorker() as w:
         yield w
+
+
+# ---- a private KERNELCAST_HOME, and a template the generator runs dry on (used by e2e and device tests) ----
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Path]:
+    """A private KERNELCAST_HOME (the chat's tools read the settings)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KERNELCAST_HOME", str(tmp_path / "home"))
+        mp.delenv("KERNELCAST_MODEL", raising=False)
+        get_settings.cache_clear()
+        yield tmp_path / "home"
+    get_settings.cache_clear()
+
+
+@pytest.fixture()
+def tiny_template(tmp_path: Path) -> Path:
+    """support.tiny_template's task, written under tmp_path: its task.toml."""
+    return write_tiny_template(tmp_path)

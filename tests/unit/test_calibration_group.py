@@ -1,0 +1,99 @@
+"""Which calibration rows a run's trust may rest on, and what its own rows are kept under: a built-in's name, or
+any other task's name with its reference kernel's hash."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from kernelcast.graphs.route.trust import calibration_group
+from kernelcast.tools.core.task import builtin_task_paths, load_task, resolve_task
+
+
+def test_a_builtin_task_is_its_own_group() -> None:
+    assert calibration_group(resolve_task("gemm")) == "gemm"
+
+
+def test_a_path_task_borrowing_a_builtin_name_with_another_reference_gets_its_own_group(tmp_path: Path) -> None:
+    """A user's "gemm" with a different kernel must neither be certified on the built-in gemm's record nor
+    write into it, while an unchanged copy of the built-in is the built-in."""
+    folder = tmp_path / "gemm"
+    shutil.copytree(builtin_task_paths()["gemm"].parent, folder)
+    assert calibration_group(load_task(folder / "task.toml")) == "gemm"
+    reference = folder / "gemm.cl"
+    reference.write_text(reference.read_text().replace("C[row * N + col] = acc;", "C[row * N + col] = 2.0f * acc;"))
+    assert load_task(folder / "task.toml").reference().hash != resolve_task("gemm").reference().hash
+    changed = load_task(folder / "task.toml")
+    assert calibration_group(changed) == "gemm@" + changed.reference().hash[:12]
+
+
+def test_two_path_tasks_of_one_name_keep_apart(tmp_path: Path) -> None:
+    folder = tmp_path / "mine"
+    shutil.copytree(builtin_task_paths()["saxpy"].parent, folder)
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text().replace('name = "saxpy"', 'name = "my_saxpy"', 1))
+    task = load_task(toml)
+    assert task.name == "my_saxpy" and calibration_group(task).startswith("my_saxpy@")
+    kernel = folder / "saxpy.cl"  # the same name, another reference kernel
+    kernel.write_text(kernel.read_text().replace("y[i] = a * x[i] + y[i];", "y[i] = y[i] + a * x[i];"))
+    other = load_task(toml)
+    assert other.name == task.name and calibration_group(other) != calibration_group(task)
+
+
+def test_calibration_rows_carry_their_runs_group(tmp_path: Path) -> None:
+    """A run's rows are labelled with the group it recorded; a run from before groups were recorded reads as
+    its task's name if it ran the built-in by name, else as that name marked legacy."""
+    from kernelcast.graphs.events import Route
+    from kernelcast.graphs.route.trust import calibration_rows
+    from kernelcast.tools.store.store import Store
+    from support.records import measurement
+
+    store = Store(tmp_path / "k.db")
+    labelled = store.create_run("gemm", "dev", {}, 4)
+    store.update_run(labelled, calibration_group="gemm@0123456789ab")
+    legacy = store.create_run("gemm", "dev", {"task": "gemm"}, 4)
+    legacy_path = store.create_run("gemm", "dev", {"task": str(tmp_path / "gemm" / "task.toml")}, 4)
+    for run_id, child in ((labelled, "a" * 64), (legacy, "b" * 64), (legacy_path, "c" * 64)):
+        store.add_event(run_id, "route", Route(decision="measure", p_beat=0.3, incumbent=1.0).model_dump(),
+                        candidate_hash=child)
+        store.add_measurement(measurement(child, 1.5), run_id=run_id)
+    groups = sorted(row.group for row in calibration_rows(store, "dev"))
+    assert groups == ["gemm", "gemm@0123456789ab", "gemm@legacy"]  # an old path run: neither the built-in nor a task
+
+
+def test_a_run_certifies_on_its_tasks_rows_unless_told_to_use_every_tasks(tmp_path: Path) -> None:
+    """Each trusted decision's reason names the rows that certified it: the run's task's own replayed rows by
+    default, every task's with ``trust_task_rows`` off (what a task the rows do not know gets). A replayed
+    side decides nothing alone before its probation audits on the task were measured and found right."""
+    import pytest
+
+    from kernelcast.graphs.route.risk_control import PROBATION_AUDITS
+    from kernelcast.graphs.config import RunConfig
+    from kernelcast.graphs.run import RunEnv, start_run
+    from kernelcast.graphs.route.trust import RouteRecord, trust_summary
+    from kernelcast.tools.store.store import Store
+
+    reasons: dict[bool, list[str]] = {}
+    for own_rows in (True, False):
+        store = Store(tmp_path / f"{own_rows}.db")
+        config = RunConfig(task="gemm", budget=10, router="selective", sizes="small", measure_per_round=2,
+                           trust_seed_replay=True, trust_task_rows=own_rows, audit_share=0.3)
+        result = start_run(config, store, RunEnv(tmp_path / str(own_rows), measure_timeout_s=60))
+        run = store.run(result.run_id)
+        assert run is not None and run.calibration_group == "gemm"  # the built-in, whatever the option
+        records = [RouteRecord.model_validate(e.payload) for e in store.events(result.run_id, kind="route")]
+        reasons[own_rows] = [r.reason for r in records if r.forecast_alone]
+        for side in ("prune", "accept"):
+            first = next((i for i, r in enumerate(records) if r.forecast_alone and r.decision == side), None)
+            if first is not None:
+                tried = [r for r in records[:first] if r.probation and r.trusted_as == side]
+                assert len(tried) >= PROBATION_AUDITS, f"replayed {side}s trusted before their trial on gemm"
+        summary = trust_summary(store, result.run_id)
+        assert summary.probation_audits == sum(1 for r in records if r.probation) <= summary.audits
+        if any(r.forecast_alone for r in records):
+            assert summary.probation_audits >= PROBATION_AUDITS and summary.probation_wrong == 0
+    if not reasons[True]:
+        pytest.skip("no forecast was trusted on this device with the task's own rows (nothing certified, or the "
+                    "replayed threshold failed its trial on gemm here): nothing to read")
+    assert all("calibration rows of gemm replayed from the seed" in r for r in reasons[True])
+    assert not any("rows of gemm" in r for r in reasons[False])

@@ -1,0 +1,309 @@
+"""The zero-data roofline prior, its static work estimates and the device probes (issue 13, item 1).
+
+Work estimates are checked on the built-in task files (their sizes and templates are fixed, so the
+expected counts follow from the source); the probe and the forecasts run on the real OpenCL device,
+and only device-independent properties of them are asserted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelcast.agents.forecast.blend import BlendedForecaster
+from kernelcast.agents.forecast.device_probe import (PROBE, SCATTER_PROBE, SIMD_PROBE, WORK_GROUP_PROBE, Bandwidth, CpuCosts,
+                                            device_bandwidth, guessed_bandwidth, run_simd_probe)
+from kernelcast.agents.forecast.prior import (DeviceModel, RooflinePrior, cpu_simd_share, cpu_vectorizes_across,
+                                              predicted_time)
+from kernelcast.agents.forecast.work_estimate import compulsory_bytes, estimate
+from kernelcast.tools.core.measurement import HardwareSpec
+from kernelcast.tools.store.store import Store
+from kernelcast.tools.core.task import resolve_task
+from kernelcast.tools.hardware.worker import MeasurementWorker
+from support.paths import ROOT
+
+
+def test_naive_gemm_work_follows_the_triple_loop() -> None:
+    task = resolve_task("gemm")
+    sizes = task.sizes("full")
+    m, n, k = sizes["M"], sizes["N"], sizes["K"]
+    work = estimate(task, task.reference(), sizes)
+    assert work.flops == pytest.approx(2 * m * n * k)  # one multiply and one add per k
+    assert work.global_load_bytes == pytest.approx(2 * 4 * m * n * k)  # A and B read inside the k loop
+    assert work.global_store_bytes == pytest.approx(4 * m * n)
+    assert work.uniform_bytes > 0 and work.contiguous_bytes > 0  # A[row*K+k] is a broadcast, B[k*N+col] is not
+    assert not work.uncertain and work.work_items == m * n
+
+
+def test_register_blocking_and_tiling_cut_global_traffic() -> None:
+    task = resolve_task("gemm")
+    sizes = task.sizes("full")
+    naive = estimate(task, task.reference(), sizes)
+    blocked = estimate(task, task.instantiate({"TM": 8, "TN": 8, "WGX": 8, "WGY": 4, "KU": 1, "LOCAL": 0,
+                                               "TK": 8}), sizes)
+    tiled = estimate(task, task.instantiate({"TM": 4, "TN": 4, "WGX": 8, "WGY": 4, "KU": 1, "LOCAL": 1,
+                                             "TK": 16}), sizes)
+    assert blocked.flops == pytest.approx(naive.flops, rel=0.05)  # same arithmetic...
+    assert blocked.global_load_bytes < naive.global_load_bytes / 4  # ...far fewer loads per flop
+    assert blocked.vector_width == 8 and blocked.work_items == naive.work_items // 64
+    assert tiled.local_accesses > 0 and tiled.barriers == 2 * sizes["K"] / 16
+    assert tiled.global_load_bytes < naive.global_load_bytes / 4
+
+
+def test_trip_counts_that_depend_on_the_work_item_use_its_mean() -> None:
+    task = resolve_task("scan")  # the reference sums its whole prefix: N^2 / 2 loads
+    sizes = task.sizes("full")
+    n = sizes["N"]
+    work = estimate(task, task.reference(), sizes)
+    assert work.global_load_bytes == pytest.approx(4 * n * n / 2, rel=0.01)
+
+
+def test_vectorized_saxpy_moves_the_same_bytes_in_fewer_work_items() -> None:
+    task = resolve_task("saxpy")
+    sizes = task.sizes("full")
+    ref = estimate(task, task.reference(), sizes)
+    vec = estimate(task, task.instantiate({"VEC": 4, "COARSEN": 2, "WG": 64}), sizes)
+    assert ref.global_bytes == pytest.approx(compulsory_bytes(task, sizes)) == pytest.approx(vec.global_bytes)
+    assert vec.vector_width == 4 and vec.work_items == ref.work_items // 8 and not vec.uncertain
+
+
+def test_time_model_prefers_less_traffic_and_less_overhead() -> None:
+    task = resolve_task("transpose")
+    sizes = task.sizes("full")
+    dev = DeviceModel.of(HardwareSpec(backend="opencl", name="cpu", device_type="CPU", compute_units=4,
+                                      clock_mhz=3000, native_vector_width_float=8, global_cache_bytes=2**25))
+    comp = compulsory_bytes(task, sizes)
+    ref = predicted_time(estimate(task, task.reference(), sizes), comp, dev)
+    assert ref.seconds >= comp / dev.bandwidth  # never faster than moving the bytes once
+    small_groups = predicted_time(estimate(task, task.instantiate({"TILE": 4, "RPT": 1, "LOCAL": 0, "PAD": 0}),
+                                           sizes), comp, dev)
+    big_groups = predicted_time(estimate(task, task.instantiate({"TILE": 32, "RPT": 1, "LOCAL": 0, "PAD": 0}),
+                                         sizes), comp, dev)
+    assert big_groups.seconds < small_groups.seconds  # 64x fewer work-groups to schedule
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with MeasurementWorker("opencl") as w:
+        yield w
+
+
+def test_triad_probe_is_measured_once_and_stored(tmp_path: Path, worker: MeasurementWorker) -> None:
+    store = Store(tmp_path / "k.db")
+    hw = worker.hardware_spec()
+    assert not device_bandwidth(store, hw).probed  # nothing stored, no worker: a guess
+    first = device_bandwidth(store, hw, worker)
+    assert first.probed and 1e8 < first.bytes_per_s < 1e13
+    assert store.device_probe(hw.key, PROBE) == pytest.approx(first.bytes_per_s)
+    again = device_bandwidth(Store(tmp_path / "k.db"), hw)  # a new process reads it back without measuring
+    assert again.probed and again.bytes_per_s == pytest.approx(first.bytes_per_s)
+    if hw.device_type != "CPU":  # a GPU's launch costs are not probed: the prior does not use them there
+        assert first.costs is None and again.costs is None
+        return
+    # on a CPU the launch costs come with it, and a new process reads them back
+    assert first.costs is not None and min(first.costs.work_group_s, first.costs.scattered_store_s) >= 0
+    assert again.costs is not None and again.costs.work_group_s == pytest.approx(first.costs.work_group_s)
+    assert again.costs.scattered_store_s == pytest.approx(first.costs.scattered_store_s)
+    assert store.device_probe(hw.key, SCATTER_PROBE) == pytest.approx(first.costs.scattered_store_s)
+
+
+class CountingWorker:
+    """The module's worker, counting the measurements asked of it."""
+
+    def __init__(self, worker: MeasurementWorker) -> None:
+        self.worker, self.measured = worker, 0
+
+    def measure(self, task, candidate, config=None):  # noqa: ANN001, ANN201 - MeasurementWorker.measure's
+        self.measured += 1
+        return self.worker.measure(task, candidate, config)
+
+    def hardware_spec(self) -> HardwareSpec:
+        return self.worker.hardware_spec()
+
+
+@pytest.mark.parametrize("held", [(PROBE,), (PROBE, WORK_GROUP_PROBE, SCATTER_PROBE)],
+                         ids=["triad alone", "triad and launch costs, no SIMD width"])
+def test_a_store_from_before_gets_the_cpu_costs_probed_once(tmp_path: Path, worker: MeasurementWorker,
+                                                            held: tuple[str, ...]) -> None:
+    # stores from before the launch-cost (or the SIMD) probe hold part of the probes: the triad is kept, the CPU's
+    # costs are tried once (and remembered when the device has none to give, so no later run measures again)
+    store = Store(tmp_path / "k.db")
+    hw = worker.hardware_spec()
+    old = {PROBE: 12.5e9, WORK_GROUP_PROBE: 1e-7, SCATTER_PROBE: 1e-9}
+    for key in held:  # as a store from before
+        store.set_device_probe(hw.key, key, old[key], {"task": "saxpy"})
+    assert device_bandwidth(store, hw).costs is None  # no worker: the triad alone, the model's defaults
+    counting = CountingWorker(worker)
+    probed = device_bandwidth(store, hw, counting)
+    # a CPU: two launch-cost measurements, the runtime's own vectors, then float4 and float8 until one matches
+    # them (none where the runtime did not vectorize); a GPU: none
+    first = counting.measured
+    assert probed.bytes_per_s == 12.5e9 and first in ((3, 4, 5) if hw.device_type == "CPU" else (0,))
+    assert store.device_probe(hw.key, WORK_GROUP_PROBE) is not None  # measured, or marked unavailable
+    assert store.device_probe(hw.key, SIMD_PROBE) is not None
+    again = device_bandwidth(store, hw, counting)
+    assert counting.measured == first  # not asked again
+    assert (again.costs is None) == (probed.costs is None)
+    if again.costs is not None:
+        assert again.costs.simd_lanes == probed.costs.simd_lanes
+
+
+def test_the_simd_probe_reads_lanes_the_instruction_set_allows(worker: MeasurementWorker) -> None:
+    # the reading is 0 (no reading) or the narrowest explicit vector as fast as the runtime's own vectors; it
+    # never exceeds the instruction set's width (a device reporting 4 lanes cannot fill 8)
+    hw = worker.hardware_spec()
+    if hw.device_type != "CPU":
+        pytest.skip(f"the SIMD probe is for CPUs; the first OpenCL device here is a {hw.device_type}")
+    lanes = run_simd_probe(worker)
+    assert lanes in (0, 4, 8)
+    assert lanes <= max(4, hw.native_vector_width_float or hw.preferred_vector_width_float)
+
+
+def test_float8_fills_a_cpu_whose_arithmetic_is_eight_lanes_wide() -> None:
+    # Intel's runtime on an AMD EPYC (Zen 4): the instruction set has 16 float lanes, but softmax's float8 points
+    # in one-item work-groups ran as fast as its scalar points in 16-wide work-groups (the runtime's own 16-wide
+    # vectors), 7.5x against 7.2x, because 512-bit instructions run as two 256-bit halves
+    comp, explicit, across = _points("softmax", "small", {"WG": 1, "ROWS": 8, "VEC": 8, "ONLINE": 0},
+                                     {"WG": 16, "ROWS": 8, "VEC": 1, "ONLINE": 0})
+    isa = DeviceModel.of(_cpu(lanes=16), Bandwidth(50e9, "probe", CpuCosts(5e-8, 4e-9)))
+    probed = DeviceModel.of(_cpu(lanes=16), Bandwidth(50e9, "probe", CpuCosts(5e-8, 4e-9, simd_lanes=8)))
+    assert (isa.lanes, isa.simd_lanes, probed.lanes, probed.simd_lanes) == (16, 16, 16, 8)
+    assert cpu_simd_share(explicit, isa) == 0.5 and cpu_simd_share(explicit, probed) == 1.0
+    assert cpu_vectorizes_across(across, probed)  # the runtime still vectorizes 16 work-items at a time
+    assert predicted_time(explicit, comp, isa).seconds > predicted_time(across, comp, isa).seconds
+    assert predicted_time(explicit, comp, probed).seconds <= predicted_time(across, comp, probed).seconds
+    narrow = DeviceModel.of(_cpu(lanes=4), Bandwidth(50e9, "probe", CpuCosts(5e-8, 4e-9, simd_lanes=8)))
+    assert narrow.simd_lanes == 4  # a reading above the instruction set's width is capped
+
+
+def test_prior_forecasts_are_informative_with_zero_data(tmp_path: Path, worker: MeasurementWorker) -> None:
+    hw = worker.hardware_spec()
+    task = resolve_task("gemm")
+    cands = [task.reference(), *(task.instantiate(p) for p in task.param_space()[::97][:12])]
+    prior = RooflinePrior(guessed_bandwidth(hw))
+    forecasts = prior.forecast_many(task, cands, hw)
+    assert len(forecasts) == len(cands) and not any(f.failed for f in forecasts)
+    assert all(f.provenance.mode == "prior" and "guessed" in (f.provenance.model or "") for f in forecasts)
+    # the reference against itself: centred on "no change"
+    assert abs(forecasts[0].expected_log_speedup) < 0.2
+    assert len({round(f.expected_log_speedup, 3) for f in forecasts}) > 3  # it tells candidates apart
+    blended = BlendedForecaster().forecast_many(task, cands, hw)  # no forest, no data: prior alone
+    assert not any(f.failed for f in blended) and {f.provenance.mode for f in blended} == {"prior"}
+
+
+def test_a_kernel_the_estimator_cannot_read_gets_a_wider_spread() -> None:
+    task = resolve_task("saxpy")
+    odd = task.reference().model_copy(update={"source": task.source.replace(
+        "int i = get_global_id(0);", "int i = get_global_id(0);\n    while (i < 0) i++;")})
+    mu, sd = RooflinePrior().log_speedups(task, [task.reference(), odd], None)
+    assert sd[1] > sd[0]
+
+
+def _points(name: str, sizes: str, *points: dict[str, int]) -> tuple:
+    """A built-in's compulsory bytes at those sizes, then the work estimate of each template point."""
+    task = resolve_task(name)
+    values = task.sizes(sizes)
+    return (compulsory_bytes(task, values), *(estimate(task, task.instantiate(p), values) for p in points))
+
+
+def _cpu(lanes: int = 16, llc: int = 0) -> HardwareSpec:
+    return HardwareSpec(backend="opencl", name="cpu", device_type="CPU", compute_units=2, clock_mhz=2600,
+                        native_vector_width_float=lanes, global_cache_bytes=2**20, last_level_cache_bytes=llc)
+
+
+def test_a_loop_that_starts_at_the_work_item_index_reads_contiguously() -> None:
+    # softmax's tunable kernel walks its row with ``for (v = lid; v < vecs; v += WG)``: neighbouring
+    # work-items read neighbouring floats, which a CPU runtime vectorizes and a GPU coalesces
+    task = resolve_task("softmax")
+    sizes = task.sizes("full")
+    wide = estimate(task, task.instantiate({"WG": 16, "ROWS": 1, "VEC": 1, "ONLINE": 0}), sizes)
+    assert wide.contiguous_bytes > 0.9 * wide.global_bytes and wide.uniform_bytes < 0.1 * wide.global_bytes
+    ref = estimate(task, task.reference(), sizes)  # one work-item per row: its neighbours are a row apart
+    assert ref.strided_bytes > 0.9 * ref.global_bytes
+
+
+def test_cpu_lanes_fill_across_work_items_only_for_scalar_code_in_wide_groups() -> None:
+    task = resolve_task("softmax")
+    sizes = task.sizes("full")
+    dev = DeviceModel.of(_cpu(lanes=16))
+
+    def share(point: dict[str, int] | None) -> float:
+        cand = task.reference() if point is None else task.instantiate(point)
+        return cpu_simd_share(estimate(task, cand, sizes), dev)
+
+    assert share({"WG": 16, "ROWS": 1, "VEC": 1, "ONLINE": 0}) == 1.0  # scalar, 16 wide: vectorized across
+    assert share({"WG": 4, "ROWS": 1, "VEC": 1, "ONLINE": 0}) == pytest.approx(1 / 16)  # too narrow
+    assert share({"WG": 16, "ROWS": 1, "VEC": 4, "ONLINE": 0}) == pytest.approx(4 / 16)  # explicit vectors only
+    assert share({"WG": 1, "ROWS": 1, "VEC": 8, "ONLINE": 0}) == pytest.approx(8 / 16)
+    assert share(None) == pytest.approx(1 / 16)  # the reference gathers across work-items
+
+
+def test_a_working_set_in_the_last_level_cache_streams_faster_than_dram() -> None:
+    task = resolve_task("gemv")
+    sizes = {"M": 256, "N": 4096}  # search_bench's sizes: an 8 MiB matrix
+    work = estimate(task, task.instantiate({"WG": 1, "ROWS": 2, "VEC": 8, "UNROLL": 2}), sizes)
+    comp = compulsory_bytes(task, sizes)
+    assert 2**20 < comp < 2**24  # larger than the reported (per-core) cache, inside a 32 MiB LLC
+    bandwidth = Bandwidth(50e9, "probe")
+    cold = predicted_time(work, comp, DeviceModel.of(_cpu(llc=0), bandwidth))
+    warm = predicted_time(work, comp, DeviceModel.of(_cpu(llc=32 * 2**20), bandwidth))
+    assert cold.seconds >= comp / 50e9 > warm.seconds
+
+
+def test_a_cpu_device_reports_its_last_level_cache(worker: MeasurementWorker) -> None:
+    hw = worker.hardware_spec()
+    if hw.device_type != "CPU":
+        pytest.skip(f"the OpenCL device here is a {hw.device_type}: a GPU reports its L2 as its global cache")
+    assert hw.last_level_cache_bytes >= hw.global_cache_bytes > 0
+
+
+def test_a_stride_reads_through_parentheses_and_index_variables() -> None:
+    # the tiled transpose without local memory writes B[(c0 + tx) * M + ...]: neighbouring work-items a row
+    # of B apart; c0 (the group's first column) is the same for every item of a group, so it is no stride
+    task = resolve_task("transpose")
+    sizes = task.sizes("full")
+    direct = estimate(task, task.instantiate({"TILE": 16, "RPT": 4, "LOCAL": 0, "PAD": 0}), sizes)
+    assert direct.strided_store_bytes == pytest.approx(direct.global_store_bytes)
+    assert direct.contiguous_bytes == pytest.approx(direct.global_load_bytes)  # A[... + c0 + tx]
+    staged = estimate(task, task.instantiate({"TILE": 16, "RPT": 4, "LOCAL": 1, "PAD": 0}), sizes)
+    assert staged.strided_bytes == 0 and staged.local_accesses > 0  # B[(c0 + ty + k) * M + r0 + tx]
+    probe = resolve_task(ROOT / "agents" / "data" / "probes" / "launch_costs" / "task.toml")
+    scatter = estimate(probe, probe.instantiate({"WG": 256, "SCATTER": 1}), probe.sizes("full"))
+    assert scatter.strided_store_bytes == scatter.global_store_bytes > 0 and scatter.strided_bytes == \
+        scatter.global_store_bytes  # B[(size_t)(i % s) * s + i / s] = A[i]
+
+
+def test_an_index_variable_carries_its_stride_and_dimension_one_is_no_stride() -> None:
+    task = resolve_task("saxpy")
+    sizes = task.sizes("full")
+
+    def work(body: str):
+        src = ("__kernel void saxpy(__global const float *x, __global float *y, const float a, const int n)\n"
+               "{\n" + body + "\n}\n")
+        return estimate(task, task.reference().model_copy(update={"source": src}), sizes)
+
+    strided = work("const int i = get_global_id(0);\n const int j = i * 8;\n if (j < n) y[j] = a * x[j] + y[j];")
+    assert strided.global_bytes > 0 and strided.strided_bytes == pytest.approx(strided.global_bytes)
+    rows = work("y[64 * get_global_id(1) + get_global_id(0)] = a * x[get_global_id(0)] + y[get_global_id(0)];")
+    assert rows.global_bytes > 0 and rows.contiguous_bytes == pytest.approx(rows.global_bytes)  # the 64 scales dimension 1
+    wrapped = work("const int i = get_global_id(0) % n;\n y[i] = a * x[i] + y[i];")  # % keeps the order
+    assert wrapped.global_bytes > 0 and wrapped.contiguous_bytes == pytest.approx(wrapped.global_bytes)
+    chained = work("y[(get_global_id(0) % n) * 4] = a * x[get_global_id(0)];")  # ... until a factor scales it
+    assert chained.strided_store_bytes > 0
+
+
+def test_scattered_stores_slow_a_cpu_only_where_it_vectorizes_across_work_items() -> None:
+    # measured on Intel's CPU runtime: the tiled transpose without local memory in 16-wide work-groups (vector
+    # code, scattered stores) ran 1.1x the reference, in 8-wide ones (scalar code) 4-5x
+    comp, wide, narrow = _points("transpose", "full", {"TILE": 16, "RPT": 4, "LOCAL": 0, "PAD": 0},
+                                 {"TILE": 8, "RPT": 4, "LOCAL": 0, "PAD": 0})
+    probed = Bandwidth(50e9, "probe", CpuCosts(work_group_s=5e-8, scattered_store_s=4e-9))
+    dev = DeviceModel.of(_cpu(lanes=16), probed)
+    assert cpu_vectorizes_across(wide, dev) and not cpu_vectorizes_across(narrow, dev)
+    assert predicted_time(wide, comp, dev).seconds > 2 * predicted_time(narrow, comp, dev).seconds
+    assert predicted_time(wide, comp, dev).bound == "scatter"
+    free = DeviceModel.of(_cpu(lanes=16), Bandwidth(50e9, "probe", CpuCosts(5e-8, 0.0)))
+    assert predicted_time(wide, comp, free).seconds < predicted_time(narrow, comp, free).seconds
+    gpu = DeviceModel.of(HardwareSpec(backend="opencl", name="gpu", device_type="GPU", compute_units=80), probed)
+    assert gpu.scattered_store_s == 0  # a GPU's uncoalesced accesses are the cache term's
