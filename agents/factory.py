@@ -3,7 +3,6 @@ uninformative forecaster. Agents are built by name through :mod:`kernelcast.agen
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -12,6 +11,7 @@ from kernelcast.agents import DATA_DIR
 from kernelcast.agents.forecast.base import Forecast, Forecaster
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement
+from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools.core.task import Task, builtin_task_paths, load_task
 
 if TYPE_CHECKING:
@@ -37,11 +37,10 @@ class UninformativeForecaster:
 def llm_client(model: str | None, api_base: str | None = None, api_key: str | None = None):  # noqa: ANN201
     from kernelcast.agents.llm.client import LLMClient
 
-    model = model or os.environ.get("KERNELCAST_MODEL")
+    model = model or get_settings().model
     if not model:
         raise ValueError("an LLM agent needs a model: pass --model or set KERNELCAST_MODEL")
-    return LLMClient(model, api_base=api_base or os.environ.get("KERNELCAST_API_BASE"),
-                     api_key=api_key or os.environ.get("KERNELCAST_API_KEY"))
+    return LLMClient(model, api_base=api_base, api_key=api_key)  # the client falls back on the settings
 
 
 def local_forecaster(model: str) -> Forecaster:

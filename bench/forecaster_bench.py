@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from kernelcast.settings import get_settings  # noqa: E402
+from kernelcast.tools.core.settings import get_settings  # noqa: E402
 from kernelcast.tools.core.bins import LOG_BIN_CENTERS  # noqa: E402
 from kernelcast.agents.forecast.blend import BlendedForecaster  # noqa: E402
 from kernelcast.agents.factory import SEED_DATASET  # noqa: E402

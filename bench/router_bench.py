@@ -34,7 +34,7 @@ from rich.table import Table  # noqa: E402
 
 from kernelcast.agents.forecast.device_probe import run_probe  # noqa: E402
 from kernelcast.graphs.route.risk_control import PROBATION_AUDITS  # noqa: E402
-from kernelcast.settings import get_settings  # noqa: E402
+from kernelcast.tools.core.settings import get_settings  # noqa: E402
 from kernelcast.graphs.config import RunConfig, default  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
 from kernelcast.graphs.events import Spend  # noqa: E402

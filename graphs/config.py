@@ -22,7 +22,6 @@ class RunConfig(BaseModel):
     task: str
     budget: int = Field(24, ge=1, description="hardware measurements the run may spend")
     router: RouterName = DEFAULT_ROUTER
-    threshold: float = Field(0.6, ge=0.0, le=1.0, description="confidence needed to trust a forecast")
     measure_per_round: int = Field(4, ge=1, description="k: at most this many measurements per expansion")
     children_per_round: int | None = Field(None, ge=1, description="N: children proposed per expansion")
     generator: AnyGeneratorName = DEFAULT_GENERATOR

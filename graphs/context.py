@@ -31,7 +31,7 @@ class RunEnv:
     home, timeouts, model endpoint and event sink threaded through every layer."""
 
     home: Path
-    measure_timeout_s: float = 120.0
+    measure_timeout_s: float = MeasureConfig.model_fields["timeout_s"].default
     api_base: str | None = None
     on_event: ProgressCallback | None = None
 

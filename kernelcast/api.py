@@ -15,7 +15,7 @@ import structlog
 
 from kernelcast.agents.registry import DEFAULT_FORECASTER, DEFAULT_GENERATOR
 from kernelcast.graphs.config import default
-from kernelcast.settings import get_settings
+from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools.core.candidate import Candidate, candidate_from_file, candidate_from_source
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement, MeasureConfig
 from kernelcast.tools.store.store import Store
@@ -135,7 +135,7 @@ def run_env(on_event: Any = None) -> "RunEnv":
 
 
 def optimize(task: str | Path, *, budget: int = default("budget"), router: str = default("router"),
-             threshold: float = default("threshold"), generator: str = default("generator"),
+             generator: str = default("generator"),
              forecaster: str = default("forecaster"), model: str | None = None, device: str | None = None,
              seed: int = 0, sizes: str = "full", measure_per_round: int = default("measure_per_round"),
              store: Store | None = None, on_event: Any = None, **extra: Any) -> "RunResult":
@@ -144,7 +144,7 @@ def optimize(task: str | Path, *, budget: int = default("budget"), router: str =
     from kernelcast.graphs.run import start_run
 
     settings = get_settings()
-    config = RunConfig(task=str(task), budget=budget, router=router, threshold=threshold, generator=generator,
+    config = RunConfig(task=str(task), budget=budget, router=router, generator=generator,
                        forecaster=forecaster, model=model or settings.model,
                        device=device or settings.device, seed=seed, sizes=sizes,
                        measure_per_round=measure_per_round, **extra)

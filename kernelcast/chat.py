@@ -32,11 +32,20 @@ from pydantic import BaseModel
 from kernelcast import chat_tools as ops
 from kernelcast.chat_commands import ARGS, REGISTRY, CommandError, parse_command, validate_call
 from kernelcast.chat_protocol import ACTION_SCHEMA, NO_MODEL_HELP, Action, Message, model_messages
-from kernelcast.settings import get_settings
+from kernelcast.tools.core.settings import get_settings
+from kernelcast.tools.core.errors import KernelcastError
+from kernelcast.tools_registry import TOOLS, spec
 
-SPENDING_TOOLS = {"optimize_kernel", "submit_candidates", "finish_session", "submit_files", "finish_current"}
 YES = {"y", "yes", "approve", "approved", "ok", "go", "sure"}
 NO = {"n", "no", "cancel", "deny", "stop"}
+
+
+def error_text(exc: Exception) -> str:
+    """The chat's one error mapping: a :class:`KernelcastError` is its message, anything else an internal error;
+    either way the conversation carries on."""
+    if isinstance(exc, KernelcastError):
+        return f"error: {exc}"
+    return f"internal error ({type(exc).__name__}): {exc}"
 
 
 def describe_output(output: BaseModel) -> str:
@@ -102,7 +111,7 @@ class ChatGraph:
         try:
             parsed = parse_command(state["messages"][-1]["content"])
         except CommandError as exc:
-            return {"messages": [note(f"error: {exc}")], "call": None, "next": "end"}
+            return {"messages": [note(error_text(exc))], "call": None, "next": "end"}
         if isinstance(parsed, str):
             return {"messages": [{"role": "assistant", "content": parsed}], "call": None, "next": "end"}
         return {"call": {**parsed, "origin": "user"}, "next": "approve"}
@@ -129,11 +138,11 @@ class ChatGraph:
         if action.tool:
             record = {"tool": action.tool, "arguments": action.arguments}
             try:  # the model gets the published tools only (the chat-only commands read files)
-                call = {"tool": action.tool, "arguments": validate_call(action.tool, action.arguments, ops.TOOLS),
+                call = {"tool": action.tool, "arguments": validate_call(action.tool, action.arguments, TOOLS),
                         "origin": "model"}
             except CommandError as exc:  # unknown tool or bad arguments: tell the model, let it try again
                 return {"messages": [{"role": "assistant", "content": "", "call": record},
-                                     {"role": "tool", "tool": action.tool, "content": f"error: {exc}"}],
+                                     {"role": "tool", "tool": action.tool, "content": error_text(exc)}],
                         "call": None, "steps": steps + 1, "next": "agent"}
             return {"messages": [{"role": "assistant", "content": "", "call": call}], "call": call,
                     "steps": steps + 1, "next": "approve"}
@@ -159,14 +168,12 @@ class ChatGraph:
         assert call is not None
         fn = REGISTRY[call["tool"]]
         kwargs = dict(call["arguments"])
-        if call["tool"] in SPENDING_TOOLS:  # tools that measure report each measurement as it lands
+        if spec(call["tool"]).progress:  # tools that measure report each measurement as it lands
             kwargs["on_event"] = self.on_event
         try:
             text = describe_output(fn(**kwargs))
-        except ops.OperationError as exc:
-            text = f"error: {exc}"
         except Exception as exc:  # noqa: BLE001 - one broken call must not end the conversation
-            text = f"internal error ({type(exc).__name__}): {exc}"
+            text = error_text(exc)
         again = call["origin"] == "model" and state.get("steps", 0) < self.max_steps
         return {"messages": [{"role": "tool", "tool": call["tool"], "content": text}], "call": None,
                 "next": "agent" if again else "end"}

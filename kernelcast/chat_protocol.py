@@ -10,8 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from kernelcast import chat_tools as ops
-from kernelcast.chat_commands import ARGS
+from kernelcast.tools_registry import TOOLS, spec
 
 Message = dict[str, Any]  # {"role": user|assistant|tool|note, "content": str, ["tool": name], ["call": {...}]}
 HISTORY_MESSAGES = 12  # messages of context the model sees
@@ -42,8 +41,8 @@ ACTION_SCHEMA: dict[str, Any] = {"anyOf": [
 def tool_catalog() -> str:
     """One line per tool the model may call: ``name(param: type = default, ...): description``."""
     lines = []
-    for name, fn in ops.TOOLS.items():
-        schema = ARGS[name].model_json_schema()
+    for name, fn in TOOLS.items():
+        schema = spec(name).args.model_json_schema()
         params = []
         for pname, prop in schema.get("properties", {}).items():
             kind = _schema_type(prop)

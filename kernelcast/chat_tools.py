@@ -34,6 +34,7 @@ from kernelcast.tools.store.records import RunRecord
 from kernelcast.tools.store.store import StoreError
 from kernelcast.tools.core.task import BufferArg, LocalArg, Task, builtin_task_paths, load_task, resolve_task_in_roots
 from kernelcast.tools.hardware.worker import WorkerError
+from kernelcast.tools.core.errors import InputError
 
 Sizes = Literal["full", "small"]
 Router = RouterName  # the names of the registries (graphs.routers, agents.registry), as Literals
@@ -55,7 +56,7 @@ ForecasterArg = Annotated[ForecasterName, Field(description="which forecaster")]
 GeneratorArg = Annotated[GeneratorName, Field(description="which generator")]
 
 
-class OperationError(ValueError):
+class OperationError(InputError, ValueError):
     """Bad input or an unusable device: a clear message for the caller, never a traceback."""
 
 
@@ -91,7 +92,7 @@ def _one_line(exc: BaseException, limit: int = 300) -> str:
 def confined_task(task: str) -> Task:
     """A built-in task or a task file under the configured task roots: tool callers (MCP clients, the chat's
     model) cannot make the server read any other file, nor learn whether it exists."""
-    from kernelcast.settings import get_settings
+    from kernelcast.tools.core.settings import get_settings
 
     return resolve_task_in_roots(task, get_settings().task_roots)
 
@@ -249,7 +250,7 @@ def describe_task(task: TaskName) -> TaskDetail:
     with clear_errors():
         t = confined_task(task)
         spec = t.spec
-        args = [f"{a.name}: {a.dtype} buffer [{' x '.join(map(str, a.shape))}], {a.intent}" if isinstance(a, BufferArg)
+        args = [f"{a.name}: {a.dtype} buffer [{' x '.join(map(str, a.shape))}], {a.direction}" if isinstance(a, BufferArg)
                 else f"{a.name}: {a.dtype} local memory [{' x '.join(map(str, a.shape))}] per work-group"
                 if isinstance(a, LocalArg) else f"{a.name}: {a.dtype} scalar = {a.value}" for a in spec.args]
         return TaskDetail(**_task_info(t).model_dump(), entry=spec.entry, arguments=args,
@@ -281,7 +282,7 @@ def forecast_speedup(task: TaskName, source: Source = None, global_size: GlobalS
 
 
 def optimize_kernel(task: TaskName,
-                    budget: BudgetArg = 12,
+                    budget: BudgetArg = default("budget"),
                     router: RouterArg = default("router"),
                     sizes: SizesArg = "full",
                     forecaster: ForecasterArg = DEFAULT_FORECASTER,
@@ -331,7 +332,7 @@ SessionId = Annotated[str, Field(description="session id from start_session (or 
 
 
 def start_session(task: TaskName,
-                  budget: BudgetArg = 12,
+                  budget: BudgetArg = default("budget"),
                   router: RouterArg = default("router"),
                   risk: Annotated[float, Field(gt=0.0, lt=1.0, description="selective: tolerated share of false "
                                                                            "prunes among trusted decisions")
@@ -388,12 +389,6 @@ def finish_session(session: SessionId, on_event: EventCallback | None = None) ->
         return sessions.finish_session(session, on_event=on_event)
 
 
-SESSION_TOOLS = (start_session, suggest_parents, submit_candidates, session_status, finish_session)
-TOOLS: dict[str, Callable[..., BaseModel]] = {fn.__name__: fn for fn in (
-    list_tasks, describe_task, measure_kernel, forecast_speedup, optimize_kernel, get_run, list_runs, compare_runs,
-    *SESSION_TOOLS)}
-
-
 # ---- shared helpers ---------------------------------------------------------------------
 def source_candidate(task: Task, source: str | None, global_size: list[str] | None = None,
                      local_size: list[str] | None = None, build_options: list[str] | None = None) -> Candidate:
@@ -406,7 +401,8 @@ def source_candidate(task: Task, source: str | None, global_size: list[str] | No
         if global_size or local_size or build_options:
             return ref.model_copy(update={"global_size": global_size or ref.global_size,
                                           "local_size": local_size or ref.local_size,
-                                          "build_options": build_options or [], "intent": "reference, new geometry",
+                                          "build_options": build_options or [], "origin": "written",
+                                          "note": "reference, new geometry",
                                           "generator": "user"})
         return ref
     return candidate_from_source(task, source, global_size, local_size, build_options)

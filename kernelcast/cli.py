@@ -4,14 +4,31 @@ from __future__ import annotations
 
 import signal
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from kernelcast.commands import (chat, dataset, forecast, forecaster, init, mcp, measure, optimize, propose, report,
                                  tasks)
+from kernelcast.console import fail
 from kernelcast.logs import configure_logging
-from kernelcast.settings import get_settings
+from kernelcast.tools.core.settings import get_settings
+from kernelcast.tools.core.errors import KernelcastError
+
+
+class Commands(TyperGroup):
+    """The command group that maps every :class:`KernelcastError` a command lets through to its one-line message
+    and its exit code: the CLI's only error mapping."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except KernelcastError as exc:
+            fail(str(exc), exc.exit_code)
+
 
 app = typer.Typer(
+    cls=Commands,
     name="kernelcast",
     help="Optimize OpenCL/CUDA kernels with agents that treat hardware measurements as the scarce resource.",
     no_args_is_help=True,

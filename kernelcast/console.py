@@ -8,15 +8,11 @@ from typing import NoReturn
 import typer
 from rich.console import Console
 
+from kernelcast.tools.core.errors import EXIT_USAGE
+
 console = Console()
 err_console = Console(stderr=True)
 
-# Stable exit codes for scripts and other programs.
-EXIT_OK = 0
-EXIT_FAILED = 1  # the operation ran but its subject failed (e.g. a candidate was incorrect)
-EXIT_USAGE = 2  # bad input: unknown task, malformed file, bad option
-EXIT_DEVICE = 3  # no usable device / worker could not start
-EXIT_INTERRUPTED = 130
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:

@@ -41,11 +41,12 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
-from kernelcast import chat_tools as ops
 from kernelcast.graphs.events import Spend, parse
 from kernelcast.graphs.search.result import spend_text
+from kernelcast.tools.core.errors import InputError, KernelcastError
+from kernelcast.tools_registry import TOOLS, spec
 
-PUBLISHED = tuple(ops.TOOLS)  # every tool of the chat's model is an MCP tool (``kernelcast mcp --help`` lists them)
+PUBLISHED = tuple(TOOLS)  # every tool of the chat's model is an MCP tool (``kernelcast mcp --help`` lists them)
 INSTRUCTIONS = ("kernelcast optimizes OpenCL/CUDA kernels under a budget of hardware measurements. Start with "
                 "list_tasks and describe_task; measure_kernel and forecast_speedup check one kernel; "
                 "optimize_kernel runs a search (use sizes='small' and a small budget for a quick trial). To search "
@@ -54,15 +55,15 @@ INSTRUCTIONS = ("kernelcast optimizes OpenCL/CUDA kernels under a budget of hard
 
 
 # tools that spend device time (a session's start runs the reference; submit and finish measure)
-EXPENSIVE = ("measure_kernel", "optimize_kernel", "start_session", "submit_candidates", "finish_session")
-PROGRESS = ("optimize_kernel", "submit_candidates", "finish_session")  # one progress notification per measurement
+EXPENSIVE = tuple(name for name in PUBLISHED if spec(name).spends)
+PROGRESS = tuple(name for name in PUBLISHED if spec(name).progress)  # one progress notification per measurement
 DEFAULT_MAX_BUSY = 1  # concurrent expensive calls: measurements share one device, queueing only hides the wait
 TOKEN_FILE = "mcp_token"
 LOOPBACK_NAMES = ("localhost",)
 log = logging.getLogger(__name__)
 
 
-class McpConfigError(ValueError):
+class McpConfigError(InputError, ValueError):
     """The HTTP server cannot start as asked (unsafe bind, bad token file): a one-line usage error."""
 
 
@@ -71,7 +72,7 @@ def build_server(max_busy: int = DEFAULT_MAX_BUSY) -> MCPServer:
     server = MCPServer("kernelcast", instructions=INSTRUCTIONS, log_level="WARNING")
     slots = threading.BoundedSemaphore(max(1, max_busy))
     for name in PUBLISHED:
-        fn = ops.TOOLS[name]
+        fn = TOOLS[name]
         gate = slots if name in EXPENSIVE else None
         server.add_tool(_with_progress(fn, gate) if name in PROGRESS else _with_clear_errors(fn, gate),
                         name=name, description=inspect.getdoc(fn))
@@ -85,7 +86,7 @@ def run(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765, tok
     if transport == "stdio":
         server.run("stdio")
     elif transport == "http":
-        from kernelcast.settings import get_settings
+        from kernelcast.tools.core.settings import get_settings
 
         settings = get_settings()
         explicit = token or (settings.mcp_token.get_secret_value() if settings.mcp_token else None)
@@ -240,8 +241,11 @@ def _busy(name: str) -> ToolError:
                      f"time on this server); try {name} again when it has finished")
 
 
-def _unexpected(exc: Exception) -> ToolError:
-    """Any error the operations did not classify: one line for the caller, one line in the server log."""
+def _tool_error(exc: Exception) -> ToolError:
+    """The MCP door's one error mapping: a :class:`KernelcastError` is its one-line message; anything else is an
+    internal error, one line for the caller and one in the server log. Never a traceback to the caller."""
+    if isinstance(exc, KernelcastError):
+        return ToolError(str(exc))
     text = " ".join(str(exc).split())[:300] or type(exc).__name__
     log.warning("tool failed: %s: %s", type(exc).__name__, text)
     return ToolError(f"internal error ({type(exc).__name__}): {text}")
@@ -256,10 +260,8 @@ def _with_clear_errors(fn: Callable[..., Any], gate: threading.BoundedSemaphore 
             raise _busy(fn.__name__)
         try:
             return fn(**kwargs)
-        except ops.OperationError as exc:
-            raise ToolError(str(exc)) from None
-        except Exception as exc:  # noqa: BLE001 - never a traceback to the caller
-            raise _unexpected(exc) from None
+        except Exception as exc:  # noqa: BLE001 - mapped to a tool error
+            raise _tool_error(exc) from None
         finally:
             if gate is not None:
                 gate.release()
@@ -282,10 +284,8 @@ def _with_progress(fn: Callable[..., Any], gate: threading.BoundedSemaphore | No
             raise _busy(fn.__name__)
         try:
             return await anyio.to_thread.run_sync(functools.partial(fn, on_event=on_event, **kwargs))
-        except ops.OperationError as exc:
-            raise ToolError(str(exc)) from None
-        except Exception as exc:  # noqa: BLE001 - never a traceback to the caller
-            raise _unexpected(exc) from None
+        except Exception as exc:  # noqa: BLE001 - mapped to a tool error
+            raise _tool_error(exc) from None
         finally:
             if gate is not None:
                 gate.release()

@@ -31,6 +31,7 @@ from kernelcast.tools.core.bins import BIN_NAMES, NUM_BINS
 from kernelcast.tools.core.measurement import Measurement
 from kernelcast.tools.store.records import EventRecord, RunRecord
 from kernelcast.tools.store.store import Store, StoreError
+from kernelcast.tools.core.errors import InputError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -43,7 +44,7 @@ OUTCOME_COLORS = {"root": "#000000", "measured": "#2ca02c", "verified": "#006400
 UNINFORMATIVE = NUM_BINS + 1  # confusion-matrix row of forecasts that had nothing to say
 
 
-class ReportError(ValueError):
+class ReportError(InputError, ValueError):
     """The run is unknown or the output folder cannot be written."""
 
 
@@ -353,7 +354,7 @@ def write_report(run_id: str, compare: Sequence[str] = (), out: str | Path | Non
                  store: Store | None = None) -> Path:
     """Write ``report.html`` and the PNGs; returns the HTML path (default folder: the run folder)."""
     from kernelcast import api
-    from kernelcast.settings import get_settings
+    from kernelcast.tools.core.settings import get_settings
 
     if store is None and not api.has_store():
         raise ReportError(f"no run with id {run_id!r}: nothing has run yet ({get_settings().db_path} does not exist)")

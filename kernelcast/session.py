@@ -35,6 +35,7 @@ from kernelcast.session_views import (SessionResult, SessionStatus, SubmitOutput
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.store.records import RunRecord
 from kernelcast.tools.store.store import Store
+from kernelcast.tools.core.errors import InputError
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -49,14 +50,14 @@ if TYPE_CHECKING:
 EventCallback = Callable[[str, dict[str, Any]], None]
 
 
-class SessionError(ValueError):
+class SessionError(InputError, ValueError):
     """Bad input to a session (unknown id, a parent not in the tree, a finished session): one clear line."""
 
 
 # ---- where sessions live ----------------------------------------------------------------------
 def _places(home: Path | None) -> tuple[Path, Path]:
     """(home, database) from the argument or settings."""
-    from kernelcast.settings import get_settings
+    from kernelcast.tools.core.settings import get_settings
 
     if home is not None:
         return Path(home), Path(home) / "kernelcast.db"
@@ -139,7 +140,7 @@ class ExternalGenerator:
 
 def _env(home: Path) -> Any:
     from kernelcast.graphs.context import RunEnv
-    from kernelcast.settings import get_settings
+    from kernelcast.tools.core.settings import get_settings
 
     settings = get_settings()
     return RunEnv(home=home, measure_timeout_s=settings.measure_timeout_s, api_base=settings.api_base)
@@ -271,12 +272,12 @@ def _finished_values(home: Path | None, session_id: str) -> SessionState:
 
 
 # ---- the operations ------------------------------------------------------------------------------
-def start_session(task: str, budget: int = 12, router: str = default("router"), risk: float = default("risk"), *,
+def start_session(task: str, budget: int = default("budget"), router: str = default("router"), risk: float = default("risk"), *,
                   sizes: str = "full", forecaster: str = default("forecaster"),
                   measure_per_round: int = default("measure_per_round"), seed: int = 0,
                   device: str | None = None, model: str | None = None, home: Path | None = None) -> str:
     """Start a session (a run whose generator is the caller) and return its id; it waits for candidates."""
-    from kernelcast.settings import get_settings
+    from kernelcast.tools.core.settings import get_settings
     from kernelcast.graphs.run import open_measurer
     from kernelcast.tools.core.task import builtin_task_paths, resolve_task
 
@@ -489,7 +490,7 @@ class Session:
     candidates; leaving it with an exception only releases it, resumable with ``Session(session=id)``.
     """
 
-    def __init__(self, task: str | None = None, budget: int = 12, router: str = default("router"),
+    def __init__(self, task: str | None = None, budget: int = default("budget"), router: str = default("router"),
                  risk: float = default("risk"), *,
                  session: str | None = None, home: Path | None = None, **options: Any) -> None:
         self.home = home

@@ -11,7 +11,7 @@ from typing import Any
 
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.search.graph import build_graph
-from kernelcast.settings import get_settings
+from kernelcast.tools.core.settings import get_settings
 
 
 def make_graph(config: dict[str, Any] | None = None) -> Any:

@@ -20,6 +20,7 @@ from kernelcast.agents.generate.kernel_ast import (K, KernelParseError, ParsedSo
                                           parse, pointer_roots, walk, written_roots)
 from kernelcast.tools.core.signature import KernelParam, KernelSignatureError, kernel_params
 from kernelcast.tools.core.task import C_TYPES, DTYPES
+from kernelcast.tools.core.errors import InputError
 
 TODO = "TODO"
 DTYPE_OF = {c: d for d, c in C_TYPES.items()}  # kernel-side element type -> dtype
@@ -41,7 +42,7 @@ REASONS = {
 }
 
 
-class InitError(ValueError):
+class InitError(InputError, ValueError):
     """The kernel cannot be read, has no such entry point, or names several kernels without --entry."""
 
 

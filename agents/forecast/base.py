@@ -21,6 +21,7 @@ from kernelcast.tools.core.bins import NUM_BINS, expected_bin, expected_log_spee
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement
 from kernelcast.tools.core.task import Task
+from kernelcast.tools.core.errors import InputError
 
 if TYPE_CHECKING:
     from kernelcast.tools.store.store import Store
@@ -165,7 +166,7 @@ RENORMALIZE_NOTE_TOL = 0.01  # sums this close to 1 are renormalized silently (m
 PEAK_MASS = 0.5  # mass a bin-only answer puts on the named bin
 
 
-class RepairError(ValueError):
+class RepairError(InputError, ValueError):
     """Raw probabilities that cannot be turned into a distribution soundly."""
 
 

@@ -16,6 +16,8 @@ from functools import lru_cache
 
 from clang import cindex as ci
 
+from kernelcast.tools.core.errors import InputError
+
 K = ci.CursorKind
 _FILE = "/kernelcast/kernel.cl"
 _CUDA_FILE = "/kernelcast/kernel.cu"
@@ -79,7 +81,7 @@ CUDA_ARGS = ["-x", "cuda", "--cuda-device-only", "-nocudainc", "-nocudalib", "--
              "-std=c++17", "-include", _HEADER]
 
 
-class KernelParseError(ValueError):
+class KernelParseError(InputError, ValueError):
     """The source does not parse cleanly, or has no such kernel."""
 
 

@@ -25,6 +25,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+from kernelcast.tools.core.errors import KernelcastError
+from kernelcast.tools.core.settings import get_settings
+
 StructuredMode = Literal["json_schema", "tool", "text"]
 STRUCTURED_FALLBACK: tuple[StructuredMode, ...] = ("json_schema", "tool", "text")
 ErrorKind = Literal["transport", "request", "parse", "validation"]
@@ -33,7 +36,7 @@ Messages = list[dict[str, Any]]
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 
 
-class LLMError(RuntimeError):
+class LLMError(KernelcastError, RuntimeError):
     """A model call that produced nothing usable.
 
     kind: ``transport`` (connection, timeout, rate limit, 5xx; after retries),
@@ -119,8 +122,8 @@ def resolve_api_base(model: str, api_base: str | None = None) -> str | None:
     """Argument, else KERNELCAST_API_BASE, else OPENAI_BASE_URL for OpenAI-style model strings."""
     if api_base:
         return api_base
-    if os.environ.get("KERNELCAST_API_BASE"):
-        return os.environ["KERNELCAST_API_BASE"]
+    if get_settings().api_base:
+        return get_settings().api_base
     if "/" not in model or model.startswith("openai/"):
         return os.environ.get("OPENAI_BASE_URL") or None
     return None
@@ -133,8 +136,9 @@ def resolve_api_key(api_key: str | None, api_base: str | None) -> str | None:
     """
     if api_key:
         return api_key
-    if os.environ.get("KERNELCAST_API_KEY"):
-        return os.environ["KERNELCAST_API_KEY"]
+    key = get_settings().api_key
+    if key is not None and key.get_secret_value():
+        return key.get_secret_value()
     if api_base:
         return os.environ.get("OPENAI_API_KEY") or "none"
     return None

@@ -8,12 +8,11 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from kernelcast.commands.stores import readable_store, writable_store
-from kernelcast.console import EXIT_DEVICE, console, fail
-from kernelcast.settings import get_settings
+from kernelcast.console import console, fail
+from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools.core.measurement import MeasureConfig
-from kernelcast.tools.core.task import TaskError, builtin_task_paths, load_task, resolve_task
-from kernelcast.tools.hardware.measurers.base import make_measurer
-from kernelcast.tools.hardware.worker import WorkerError
+from kernelcast.tools.core.task import builtin_task_paths, load_task, resolve_task
+from kernelcast.tools.hardware.measurers.factory import make_measurer
 
 app = typer.Typer(help="Build the measured dataset (resumable).", no_args_is_help=True)
 
@@ -40,45 +39,37 @@ def build(
         fail(f"--limit must be at least 1 (new measurements), got {limit}")
     if parallel < 1:
         fail(f"--parallel must be at least 1 (measurements in flight), got {parallel}")
-    try:
-        if tasks:
-            chosen = [resolve_task(t.strip()) for t in tasks.split(",") if t.strip()]
-        else:
-            chosen = [t for t in (load_task(p) for p in builtin_task_paths().values()) if t.language == "opencl"]
-    except TaskError as exc:
-        fail(str(exc))
+    if tasks:
+        chosen = [resolve_task(t.strip()) for t in tasks.split(",") if t.strip()]
+    else:
+        chosen = [t for t in (load_task(p) for p in builtin_task_paths().values()) if t.language == "opencl"]
     backends = {t.backend for t in chosen}
     if len(backends) != 1:
         fail("these tasks need different backends (OpenCL and CUDA): build their datasets in two runs")
     settings = get_settings()
     config = MeasureConfig(sizes=sizes, timeout_s=settings.measure_timeout_s)
     counts = {"correct": 0, "failed": 0}
-    try:
-        with writable_store() as store, make_measurer(
-                backends.pop(), device or settings.device, parallel=parallel, ray=ray, store=store,
-                share_device=share_device) as worker, Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-            console=console,
-        ) as progress:
-            bar = progress.add_task("checking references...", total=None)
-            for task in chosen:  # a broken task stops the build before anything is spent on it
-                worker.check_reference(task, sizes)
+    with writable_store() as store, make_measurer(
+            backends.pop(), device or settings.device, parallel=parallel, ray=ray, store=store,
+            share_device=share_device) as worker, Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        console=console,
+    ) as progress:
+        bar = progress.add_task("checking references...", total=None)
+        for task in chosen:  # a broken task stops the build before anything is spent on it
+            worker.check_reference(task, sizes)
 
-            def tick(task, cand, result, done, total) -> None:  # noqa: ANN001
-                counts["correct" if result is not None and result.ok else "failed"] += 1
-                if not console.is_terminal:  # no live bar in logs: one line per measurement
-                    console.print(f"[{done}/{total}] {task.name} {cand.short}: "
-                                  f"{result.status.value if result else '?'}"
-                                  + (f" {result.speedup:.3f}x" if result is not None and result.speedup else ""))
-                progress.update(bar, total=total, completed=done,
-                                description=f"{task.name} {cand.short}: {result.status.value if result else '?'}")
+        def tick(task, cand, result, done, total) -> None:  # noqa: ANN001
+            counts["correct" if result is not None and result.ok else "failed"] += 1
+            if not console.is_terminal:  # no live bar in logs: one line per measurement
+                console.print(f"[{done}/{total}] {task.name} {cand.short}: "
+                              f"{result.status.value if result else '?'}"
+                              + (f" {result.speedup:.3f}x" if result is not None and result.speedup else ""))
+            progress.update(bar, total=total, completed=done,
+                            description=f"{task.name} {cand.short}: {result.status.value if result else '?'}")
 
-            made = build_dataset(chosen, store, worker, per_task=per_task, seed=seed, config=config, limit=limit,
-                                 on_progress=tick)
-    except WorkerError as exc:
-        fail(str(exc), EXIT_DEVICE)
-    except TaskError as exc:
-        fail(str(exc))
+        made = build_dataset(chosen, store, worker, per_task=per_task, seed=seed, config=config, limit=limit,
+                             on_progress=tick)
     console.print(f"{made} new measurements ({counts['correct']} correct, {counts['failed']} failed) in "
                   f"{Path(settings.db_path)}")
 

@@ -13,9 +13,8 @@ from kernelcast.agents.registry import DEFAULT_FORECASTER, FORECASTERS
 from kernelcast.commands.measure import candidate_from_options
 from kernelcast.commands.stores import readable_store
 from kernelcast.console import console, fail
-from kernelcast.settings import get_settings
+from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools.core.bins import BIN_NAMES, bin_label
-from kernelcast.tools.core.task import TaskError
 
 app = typer.Typer()
 
@@ -38,7 +37,7 @@ def forecast(
         task_obj = api.as_task(task)
         cand = candidate_from_options(task_obj, candidate, params, global_size, local_size, build_options)
         result = api.forecast(task_obj, cand, forecaster=forecaster, model=model, device=device)
-    except (TaskError, FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     if as_json:
         print(json.dumps(result.model_dump(mode="json"), indent=2))

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from kernelcast.console import console, fail
-from kernelcast.task_init import InitError, missing, write_task
+from kernelcast.task_init import missing, write_task
 
 app = typer.Typer()
 
@@ -33,10 +33,7 @@ def init(
         fail(f"--language must be opencl or cuda, got {language!r}")
     if not name or not all(c.isalnum() or c in "_-" for c in name):
         fail(f"task name {name!r}: use letters, digits, _ and -")
-    try:
-        path, args = write_task(name, source, entry, out, language, force)
-    except InitError as exc:
-        fail(str(exc))
+    path, args = write_task(name, source, entry, out, language, force)
     table = Table(title=f"arguments of {path.name}")
     for col in ("#", "name", "kind", "dtype", "intent", "why"):
         table.add_column(col)

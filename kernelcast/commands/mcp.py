@@ -10,7 +10,7 @@ app = typer.Typer()
 
 
 def _help() -> str:
-    from kernelcast.chat_tools import TOOLS
+    from kernelcast.tools_registry import TOOLS
 
     return (f"Run the MCP server. Its {len(TOOLS)} tools: {', '.join(TOOLS)}. The session tools (start_session ... "
             "finish_session) let an agent write the candidates while kernelcast spends the budget.")
@@ -35,9 +35,6 @@ def mcp(
         fail(f"--port must be a TCP port from 1 to 65535, got {port}")
     if transport == "stdio" and (token or no_auth):
         fail("--token and --no-auth apply to --transport http only (stdio has no network listener)")
-    from kernelcast.mcp_server import McpConfigError, run
+    from kernelcast.mcp_server import run
 
-    try:
-        run(transport, host=host, port=port, token=token, no_auth=no_auth, max_busy=max_busy)
-    except McpConfigError as exc:
-        fail(str(exc))
+    run(transport, host=host, port=port, token=token, no_auth=no_auth, max_busy=max_busy)

@@ -10,14 +10,13 @@ from rich.table import Table
 
 from kernelcast import api
 from kernelcast.commands.stores import readable_store, store_exists, writable_store
-from kernelcast.console import EXIT_DEVICE, EXIT_FAILED, console, fail
-from kernelcast.settings import get_settings
+from kernelcast.console import console, fail
+from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools.core.bins import BIN_NAMES
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import Measurement, MeasureConfig
 from kernelcast.tools.store.store import Store
-from kernelcast.tools.core.task import TaskError
-from kernelcast.tools.hardware.worker import WorkerError
+from kernelcast.tools.core.errors import EXIT_DEVICE, EXIT_FAILED
 
 app = typer.Typer()
 
@@ -81,20 +80,15 @@ def measure(
     try:
         task_obj = api.as_task(task)
         cand = candidate_from_options(task_obj, candidate, params, global_size, local_size, build_options)
-    except (TaskError, FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     if sizes not in ("full", "small"):
         fail("--sizes must be 'full' or 'small'")
     config = MeasureConfig(sizes=sizes, timeout_s=get_settings().measure_timeout_s)
-    try:
-        with writable_store() as store, console.status(
-                f"measuring {task_obj.name} candidate {cand.short} ({sizes} size)...",
-                spinner="dots") if not as_json else nullcontext():
-            result = api.measure(task_obj, cand, device=device, config=config, store=store)
-    except WorkerError as exc:
-        fail(str(exc), EXIT_DEVICE)
-    except TaskError as exc:
-        fail(str(exc))
+    with writable_store() as store, console.status(
+            f"measuring {task_obj.name} candidate {cand.short} ({sizes} size)...",
+            spinner="dots") if not as_json else nullcontext():
+        result = api.measure(task_obj, cand, device=device, config=config, store=store)
     if as_json:
         print(json.dumps({"bin": result.bin(), **result.model_dump(mode="json")}, indent=2))
     else:
@@ -156,10 +150,7 @@ def _cluster_devices(address: str, backend: str, as_json: bool) -> None:
         from kernelcast.tools.hardware.measurers.ray import cluster_devices
     except ImportError as exc:
         fail(f"--ray needs the ray package (pip install 'kernelcast[ray]'): {exc}", EXIT_DEVICE)
-    try:
-        actors = cluster_devices(address, backend)
-    except WorkerError as exc:
-        fail(str(exc), EXIT_DEVICE)
+    actors = cluster_devices(address, backend)
     if as_json:
         print(json.dumps([{"host": a.host, "node": a.node_id, "gpus": list(a.gpu_ids), **a.spec.model_dump()}
                           for a in actors], indent=2))

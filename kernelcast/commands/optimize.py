@@ -13,18 +13,16 @@ from rich.table import Table
 
 from kernelcast import api
 from kernelcast.agents.registry import FORECASTERS, SELECTABLE_GENERATORS, forecaster_spec, generator_spec
-from kernelcast.console import EXIT_DEVICE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, console, err_console, fail
+from kernelcast.console import console, err_console, fail
 from kernelcast.report import report_note
-from kernelcast.settings import get_settings
-from kernelcast.tools.core.task import TaskError
+from kernelcast.tools.core.settings import get_settings
+from kernelcast.tools.core.errors import EXIT_INTERRUPTED, EXIT_USAGE
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.config import default, listed_router
-from kernelcast.graphs.errors import SearchFailed
 from kernelcast.graphs.events import logged, parse
 from kernelcast.graphs.search.result import RunResult, ShownSpeedup, interval_text, ranked, shown_speedups, spend_text
 from kernelcast.graphs.route.routers import ROUTERS, router_spec
 from kernelcast.commands.stores import readable_store, store_exists, writable_store
-from kernelcast.tools.hardware.worker import WorkerError
 
 if TYPE_CHECKING:
     from kernelcast.throughput import Throughput
@@ -141,12 +139,8 @@ def _drive(title: str, events: str | None, call: Any) -> Any:
             return call(view)
     except ValidationError as exc:  # an option out of range: one line, not pydantic's report
         fail("; ".join(f"field '{'.'.join(map(str, e['loc']))}': {e['msg']}" for e in exc.errors()), EXIT_USAGE)
-    except (TaskError, ValueError) as exc:
+    except ValueError as exc:  # an unknown name or a bad value found below the options
         fail(str(exc), EXIT_USAGE)
-    except WorkerError as exc:
-        fail(str(exc), EXIT_DEVICE)
-    except SearchFailed as exc:
-        fail(str(exc), EXIT_FAILED)
     except KeyboardInterrupt:
         run = view.run_id or "RUN (see `kernelcast runs`)"
         console.print(f"[yellow]interrupted: `kernelcast resume {run}` continues where it stopped[/]", highlight=False)
@@ -158,8 +152,6 @@ def optimize(
     task: str = typer.Argument(..., help="built-in task name or path to a task.toml"),
     budget: int = typer.Option(default("budget"), "--budget", "-b", help="hardware measurements to spend"),
     router: str = typer.Option(default("router"), "--router", help=" | ".join(ROUTERS)),
-    threshold: float = typer.Option(default("threshold"), "--threshold", "-t",
-                                    help="unused (kept for old scripts): see --risk"),
     risk: float = typer.Option(default("risk"), "--risk", help="selective: tolerated share of false prunes among "
                                "trusted decisions (certified from calibration data)"),
     generator: str = typer.Option(default("generator"), "--generator", help=" | ".join(SELECTABLE_GENERATORS)),
@@ -197,7 +189,7 @@ def optimize(
         fail(f"--risk must be between 0 and 1 (exclusive), got {risk}")
     with writable_store() as store:
         result = _drive(f"optimizing {task} ({router}, budget {budget})", events, lambda view: api.optimize(
-            task, budget=budget, router=router, threshold=threshold, generator=generator, forecaster=forecaster,
+            task, budget=budget, router=router, generator=generator, forecaster=forecaster,
             model=model, device=device, seed=seed, sizes=sizes, measure_per_round=k, on_event=view,
             learn_online=learn_online, risk=risk, parallel=parallel, ray=ray, share_device=share_device,
             trust_seed_replay=seed_replay, audit_share=audit_share, store=store))
@@ -210,13 +202,8 @@ def optimize(
 @app.command("resume")
 def resume(run_id: str = typer.Argument(...), events: str | None = typer.Option(None, "--events")) -> None:
     """Continue an interrupted run; nothing measured is lost or bought twice."""
-    from kernelcast.graphs.run import RunError
-
-    try:
-        with writable_store() as store:
-            result = _drive(f"resuming {run_id}", events, lambda view: api.resume(run_id, on_event=view, store=store))
-    except RunError as exc:
-        fail(str(exc))
+    with writable_store() as store:
+        result = _drive(f"resuming {run_id}", events, lambda view: api.resume(run_id, on_event=view, store=store))
     if events == "jsonl":
         print(json.dumps({"event": "result", **result.model_dump()}), flush=True)
     else:

@@ -10,11 +10,10 @@ from rich.table import Table
 from kernelcast import api
 from kernelcast.agents.generate.base import ProposalReport
 from kernelcast.agents.registry import DEFAULT_GENERATOR, SELECTABLE_GENERATORS
-from kernelcast.console import EXIT_DEVICE, EXIT_FAILED, console, fail
+from kernelcast.console import console, fail
 from kernelcast.tools.core.candidate import Candidate
-from kernelcast.tools.store.store import StoreError
-from kernelcast.tools.core.task import Task, TaskError
-from kernelcast.tools.hardware.worker import WorkerError
+from kernelcast.tools.core.errors import EXIT_FAILED
+from kernelcast.tools.core.task import Task
 
 app = typer.Typer()
 
@@ -63,9 +62,7 @@ def propose(
         with console.status(f"proposing {n} candidate(s) for {task_obj.name} with {generator}...", spinner="dots"):
             proposals = api.propose(task_obj, parent_cand, generator=generator, n=n, model=model, seed=seed,
                                     device=device, compile_check=compile_check)
-    except WorkerError as exc:
-        fail(str(exc), EXIT_DEVICE)
-    except (TaskError, FileNotFoundError, ValueError, StoreError) as exc:
+    except (FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     candidates, report = proposals.candidates, proposals.report
     folder = out or Path("proposals") / task_obj.name

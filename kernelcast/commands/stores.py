@@ -10,8 +10,8 @@ from pathlib import Path
 
 from kernelcast import api
 from kernelcast.console import fail
-from kernelcast.settings import get_settings
-from kernelcast.tools.store.store import InvalidRunId, Store, StoreError
+from kernelcast.tools.core.settings import get_settings
+from kernelcast.tools.store.store import Store
 
 
 @contextmanager
@@ -21,10 +21,6 @@ def store_problems(path: str | Path) -> Iterator[None]:
     can have."""
     try:
         yield
-    except StoreError as exc:
-        fail(str(exc))
-    except InvalidRunId as exc:
-        fail(str(exc))
     except sqlite3.Error as exc:
         fail(f"{path}: store problem: {' '.join(str(exc).split())}")
 

@@ -10,8 +10,9 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from kernelcast.console import EXIT_USAGE, console, err_console, fail
+from kernelcast.console import console, err_console
 from kernelcast.task_init import missing
+from kernelcast.tools.core.errors import EXIT_USAGE
 from kernelcast.tools.core.task import (MAX_TASK_FILE_BYTES, BufferArg, LocalArg, TaskError, builtin_task_paths, load_task,
                                    resolve_task)
 
@@ -44,10 +45,7 @@ def show(name: str = typer.Argument(..., help="built-in task name or path to a t
     """Print one task: arguments, sizes, geometry, tolerances, template and reference source. A task file with
     TODOs left (from `kernelcast init`) lists each with what to write there."""
     _explain_todos(name)
-    try:
-        task = resolve_task(name)
-    except TaskError as exc:
-        fail(str(exc))
+    task = resolve_task(name)
     spec = task.spec
     console.print(f"[bold]{spec.name}[/] ({spec.language}, entry [cyan]{spec.entry}[/]) — {spec.description}")
     console.print(f"file: {task.path}")
@@ -56,7 +54,7 @@ def show(name: str = typer.Argument(..., help="built-in task name or path to a t
         table.add_column(col)
     for i, arg in enumerate(spec.args):
         if isinstance(arg, BufferArg):
-            table.add_row(str(i), arg.name, "buffer", arg.dtype, " x ".join(map(str, arg.shape)), arg.intent, arg.init)
+            table.add_row(str(i), arg.name, "buffer", arg.dtype, " x ".join(map(str, arg.shape)), arg.direction, arg.init)
         elif isinstance(arg, LocalArg):
             table.add_row(str(i), arg.name, "local", arg.dtype, " x ".join(map(str, arg.shape)), "per work-group", "")
         else:

@@ -21,6 +21,7 @@ from kernelcast.tools.core.expr import ExpressionError, evaluate
 from kernelcast.tools.core.expr import parse as parse_expression
 from kernelcast.tools.core.signature import KernelSignatureError, kernel_params
 from kernelcast.tools.core.preprocess import MAX_SOURCE_BYTES, PreprocessError, preprocess
+from kernelcast.tools.core.errors import InputError
 
 if TYPE_CHECKING:
     from kernelcast.tools.core.task import Task
@@ -193,7 +194,7 @@ class Candidate(BaseModel):
 
 
 # ---- kernel signatures ---------------------------------------------------------
-class SignatureError(ValueError):
+class SignatureError(InputError, ValueError):
     """The kernel's entry point is missing, its arguments differ from the reference, or its source is not one
     the harness accepts (an ``#include``, over the size cap): the candidate is invalid, never compiled."""
 

@@ -18,6 +18,8 @@ import operator
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 
+from kernelcast.tools.core.errors import InputError
+
 MAX_LENGTH = 1000  # characters of one expression; task expressions are a few dozen
 MAX_DEPTH = 40  # nesting of the syntax tree
 MAX_NODES = 400  # nodes of the syntax tree
@@ -53,7 +55,7 @@ _FUNCS: dict[str, tuple[Callable[..., Number], int | None]] = {  # name: (functi
 }
 
 
-class ExpressionError(ValueError):
+class ExpressionError(InputError, ValueError):
     """An expression is malformed, too large, or names something that is not defined."""
 
 

@@ -129,7 +129,7 @@ class MeasureConfig(BaseModel):
     cv_limit: float = 0.10
     implausible_speedup: float = 10.0
     remeasure: bool = True
-    timeout_s: float = 60.0
+    timeout_s: float = 120.0  # the default of every door (Settings.measure_timeout_s reads it)
     check_correctness: bool = True
     time_kernels: bool = True
     # a kernel of the same task measured before (the search's incumbent), timed interleaved with the reference

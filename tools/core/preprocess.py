@@ -19,6 +19,8 @@ from functools import lru_cache
 
 from pcpp import Preprocessor
 
+from kernelcast.tools.core.errors import InputError
+
 MAX_SOURCE_BYTES = 256 * 1024  # a kernel source (candidate or task file); the built-ins are under 8 KiB
 
 # directives that read another file (clang accepts #import in C as an extension; #embed is C23)
@@ -42,7 +44,7 @@ _PROBE = re.compile(r"\b(" + "|".join(FILE_PROBES) + r")\b")
 _DEFINE_OPTION = re.compile(r"^-D\s*([A-Za-z_]\w*)(?:=(.*))?$", re.S)
 
 
-class PreprocessError(ValueError):
+class PreprocessError(InputError, ValueError):
     """The source cannot be preprocessed, or it reaches outside itself (``#include`` and the like)."""
 
 

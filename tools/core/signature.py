@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from kernelcast.tools.core.preprocess import PreprocessError, blank_comments_and_literals, preprocess
+from kernelcast.tools.core.errors import InputError
 
 ADDRESS_SPACES = {"__global": "global", "global": "global", "__local": "local", "local": "local",
                   "__constant": "constant", "constant": "constant", "__private": "private", "private": "private",
@@ -41,7 +42,7 @@ _ATTRIBUTE = re.compile(r"\b(?:__attribute__|__launch_bounds__|__declspec|aligna
 _KERNEL_WORDS = {"opencl": {"__kernel", "kernel"}, "cuda": {"__global__"}}
 
 
-class KernelSignatureError(ValueError):
+class KernelSignatureError(InputError, ValueError):
     """The entry point is missing, defined inconsistently, or its source cannot be read."""
 
 

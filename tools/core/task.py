@@ -28,6 +28,7 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, StrictInt, Ta
 from kernelcast.tools.core.expr import ExpressionError, evaluate, evaluate_int, names_in
 from kernelcast.tools.core.signature import KernelParam, KernelSignatureError, kernel_params
 from kernelcast.tools.core.preprocess import MAX_SOURCE_BYTES, blank_comments_and_literals, confinement_problem
+from kernelcast.tools.core.errors import InputError
 
 if TYPE_CHECKING:
     from kernelcast.tools.core.candidate import Candidate
@@ -41,7 +42,7 @@ MAX_SPACE_COMBINATIONS = 50_000  # template combinations examined; larger spaces
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class TaskError(ValueError):
+class TaskError(InputError, ValueError):
     """A task file is missing, malformed or inconsistent; the message names file and field."""
 
 
@@ -521,7 +522,7 @@ def _read_source(task_path: Path, rel: str, field: str) -> str:
     return text
 
 
-class SourceFileError(ValueError):
+class SourceFileError(InputError, ValueError):
     """A kernel source or candidate file that cannot be read as one: the message names the file and why."""
 
 

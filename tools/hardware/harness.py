@@ -29,15 +29,16 @@ from kernelcast.tools.core.lru import LRUCache
 from kernelcast.tools.core.measurement import (Measurement, MeasureConfig, RivalComparison, Status, TimingStats,
                                           speedup_interval)
 from kernelcast.tools.core.task import BufferArg, LocalArg, ScalarArg, Task
+from kernelcast.tools.core.errors import InputError, KernelcastError
 
 INT_POISON = 0x5A5A5A5A
 
 
-class InvalidCandidate(ValueError):
+class InvalidCandidate(InputError, ValueError):
     """The candidate cannot be run as given (signature, geometry)."""
 
 
-class WrongResult(AssertionError):
+class WrongResult(KernelcastError, AssertionError):
     """The candidate ran but its outputs, inputs or guards are wrong."""
 
 

@@ -21,6 +21,8 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
+from kernelcast.tools.core.settings import get_settings
+
 VENDORS_ENV = "OCL_ICD_VENDORS"
 SYSTEM_VENDORS = Path("/etc/OpenCL/vendors")
 _registered: list[Path] | None = None
@@ -84,7 +86,7 @@ def register() -> list[Path]:
     if _registered is not None:
         return _registered
     libraries = [lib for lib in (intel_cpu_library(),) if lib is not None]
-    if libraries and not os.environ.get("KERNELCAST_NO_RUNTIME_REGISTRATION"):
+    if libraries and not get_settings().no_runtime_registration:
         current = os.environ.get(VENDORS_ENV)
         inherited = Path(current) if current else (SYSTEM_VENDORS if SYSTEM_VENDORS.is_dir() else None)
         if inherited is None or not _already_listed(inherited, libraries):

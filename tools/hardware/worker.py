@@ -26,6 +26,7 @@ from kernelcast.tools.hardware.probe import DeviceStatus, choose_device
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement, MeasureConfig, Status
 from kernelcast.tools.core.task import BufferArg, Task, TaskError
+from kernelcast.tools.core.errors import DeviceError
 
 if TYPE_CHECKING:
     from kernelcast.tools.store.store import Store
@@ -35,7 +36,7 @@ PARENT_POLL_S = 0.5  # how often the worker's watchdog looks whether its parent 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-class WorkerError(RuntimeError):
+class WorkerError(DeviceError, RuntimeError):
     """The worker could not start or answered with an error that is not a measurement outcome."""
 
 

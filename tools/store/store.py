@@ -28,6 +28,7 @@ from kernelcast.tools.core.measurement import HardwareSpec, Measurement
 from kernelcast.tools.store.records import (DeviceProbeRecord, EventRecord, ForecastRecord, MeasuredForecast,
                                       ProbeVerdictRecord, RunRecord)
 from kernelcast.tools.core.task import Task
+from kernelcast.tools.core.errors import InputError
 
 __all__ = ["DamagedRow", "EventRecord", "ForecastRecord", "InvalidRunId", "MeasuredForecast", "RunRecord",
            "SCHEMA_VERSION", "Store", "StoreError"]
@@ -41,7 +42,7 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-class StoreError(RuntimeError):
+class StoreError(InputError, RuntimeError):
     """The store file is unusable (wrong schema version, not a database)."""
 
 
@@ -50,7 +51,7 @@ class DamagedRow(StoreError):
     leave it out and say so, a read of that row is this error."""
 
 
-class InvalidRunId(ValueError):
+class InvalidRunId(InputError, ValueError):
     """A run id that no run can have (far too long): bad input, not a store problem."""
 
 

@@ -20,9 +20,10 @@ from functools import lru_cache
 
 from kernelcast.agents.generate.kernel_ast import KernelParseError, ParsedSource, parse
 from kernelcast.tools.core.candidate import Candidate
+from kernelcast.tools.core.errors import InputError
 
 
-class NotApplicable(ValueError):
+class NotApplicable(InputError, ValueError):
     """The transformation's preconditions do not hold for this kernel (the message says which)."""
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from kernelcast.tools.core.measurement import HardwareSpec
+from kernelcast.tools.core.errors import DeviceError, KernelcastError
 
 GUARD_BYTES = 4096  # canary zone before and after every buffer
 GUARD_BYTE = 0xA5
@@ -33,7 +34,7 @@ def trim_log(text: str) -> str:
     return text if len(text) <= MAX_LOG_CHARS else text[: MAX_LOG_CHARS // 2] + "\n...\n" + text[-MAX_LOG_CHARS // 2:]
 
 
-class CompileError(RuntimeError):
+class CompileError(KernelcastError, RuntimeError):
     """The device compiler rejected the source; ``log`` holds its (trimmed) output."""
 
     def __init__(self, log: str) -> None:
@@ -41,7 +42,7 @@ class CompileError(RuntimeError):
         self.log = log
 
 
-class DeviceRuntimeError(RuntimeError):
+class DeviceRuntimeError(DeviceError, RuntimeError):
     """The runtime reported an error while enqueuing or running a kernel."""
 
 

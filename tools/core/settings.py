@@ -1,4 +1,9 @@
-"""Settings from the environment and ``.env`` (see ``.env.example``)."""
+"""Settings from the environment and ``.env`` (see ``.env.example``): the only reader of ``KERNELCAST_*``.
+
+It sits in the lowest layer so the agents (the model endpoint) and the tools read the same settings as the front
+doors; the process environment is read nowhere else except what is not kernelcast's own setting (a subprocess's
+environment, the OpenCL runtime registration, the CUDA toolkit's location, litellm's and the OpenAI client's own
+variables as fallbacks named there)."""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ from pathlib import Path
 from platformdirs import user_data_dir
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from kernelcast.tools.core.measurement import MeasureConfig
 
 
 class Settings(BaseSettings):
@@ -24,12 +31,15 @@ class Settings(BaseSettings):
     model: str | None = Field(default=None, description="litellm model string for LLM agents")
     api_base: str | None = Field(default=None, description="OpenAI-compatible base URL (vLLM, llama.cpp)")
     api_key: SecretStr | None = Field(default=None, description="API key for the model endpoint")
-    measure_timeout_s: float = 120.0
+    measure_timeout_s: float = Field(default=MeasureConfig.model_fields["timeout_s"].default, description=(
+        "seconds one measurement may take before its worker is killed (a timeout outcome)"))
     log_level: str = "WARNING"
     task_path: str = Field(default=".", description=(
         "folders (os.pathsep separated) whose task files MCP and chat callers may name; built-in tasks are "
         "always available. Default: the current directory. Empty: built-ins only"))
     mcp_token: SecretStr | None = Field(default=None, description="bearer token the MCP HTTP server requires")
+    no_runtime_registration: bool = Field(default=False, description=(
+        "leave OCL_ICD_VENDORS alone: do not register the OpenCL runtimes kernelcast installed"))
 
     @property
     def db_path(self) -> Path:
