@@ -41,7 +41,7 @@ from kernelcast.agents.generate.offline import DERIVED_BASE  # noqa: E402
 from kernelcast.tools.core.bins import speedup_bin  # noqa: E402
 from kernelcast.tools.core.candidate import Candidate  # noqa: E402
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement, MeasureConfig  # noqa: E402
-from kernelcast.tools.hardware.measurers.base import LocalMeasurer  # noqa: E402
+from kernelcast.tools.hardware.measurers.local import LocalMeasurer  # noqa: E402
 from kernelcast.tools.store.store import Store  # noqa: E402
 from kernelcast.tools.core.task import Task, load_task  # noqa: E402
 

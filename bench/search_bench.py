@@ -74,7 +74,7 @@ from kernelcast.graphs.route.risk_control import clopper_pearson_interval, fit_t
 from kernelcast.tools.core.expr import evaluate  # noqa: E402
 from kernelcast.tools.core.candidate import Candidate  # noqa: E402
 from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig, Measurement, Status  # noqa: E402
-from kernelcast.tools.hardware.measurers.base import LocalMeasurer  # noqa: E402
+from kernelcast.tools.hardware.measurers.local import LocalMeasurer  # noqa: E402
 from kernelcast.tools.store.store import Store  # noqa: E402
 from kernelcast.tools.core.task import BufferArg, Task, resolve_task  # noqa: E402
 from kernelcast.tools.hardware.worker import MeasurementWorker  # noqa: E402

@@ -17,7 +17,8 @@ from kernelcast.graphs.route.trust import calibration_group
 from kernelcast.tools.core.measurement import MeasureConfig
 from kernelcast.tools.store.store import Store
 from kernelcast.tools.core.task import resolve_task
-from kernelcast.tools.hardware.measurers.base import Measurer, make_measurer
+from kernelcast.tools.hardware.measurers.base import Measurer
+from kernelcast.tools.hardware.measurers.factory import make_measurer
 
 log = structlog.get_logger(__name__)
 

@@ -20,7 +20,8 @@ from kernelcast.tools.core.candidate import Candidate, candidate_from_file, cand
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement, MeasureConfig
 from kernelcast.tools.store.store import Store
 from kernelcast.tools.core.task import Task, read_kernel_file, resolve_task
-from kernelcast.tools.hardware.measurers.base import Measurer, make_measurer
+from kernelcast.tools.hardware.measurers.base import Measurer
+from kernelcast.tools.hardware.measurers.factory import make_measurer
 
 if TYPE_CHECKING:
     from kernelcast.agents.forecast.base import Forecast

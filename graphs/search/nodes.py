@@ -29,7 +29,7 @@ from kernelcast.graphs.route.trust import last_routes
 from kernelcast.graphs.search.tree import DECISION_OUTCOME, ForecastSummary, NodeRecord, SearchState, TreeEdit, outcome_counts
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import Measurement, MeasureConfig
-from kernelcast.tools.hardware.measurers.base import REPLAY_MISSING_FLAG
+from kernelcast.tools.hardware.measurers.replay import REPLAY_MISSING_FLAG
 
 NOT_IN_REPLAY = "the replay has no measurement of it: nothing bought"  # a node's reason: never measurable here
 MAX_EMPTY_ROUNDS = 3  # expansions in a row without a new candidate before the search loop ends

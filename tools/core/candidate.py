@@ -19,6 +19,8 @@ from pydantic import BaseModel, Field
 
 from kernelcast.tools.core.expr import ExpressionError, evaluate
 from kernelcast.tools.core.expr import parse as parse_expression
+from kernelcast.tools.core import language as lang
+from kernelcast.tools.core.language import OPENCL, language_of_source
 from kernelcast.tools.core.signature import KernelSignatureError, kernel_params
 from kernelcast.tools.core.preprocess import MAX_SOURCE_BYTES, PreprocessError, preprocess
 from kernelcast.tools.core.errors import InputError
@@ -73,7 +75,7 @@ def _drop_spaces_around_punctuation(chunk: str) -> str:
 
 @lru_cache(maxsize=65536)
 def content_hash(task: str, source: str, global_size: tuple[str, ...], local_size: tuple[str, ...],
-                 build_options: tuple[str, ...], language: str = "opencl") -> str:
+                 build_options: tuple[str, ...], language: str = OPENCL.name) -> str:
     """Identity of a candidate: its task, its source as the compiler sees it, geometry and options.
 
     Cached by content, so forecasting thousands of candidates preprocesses each source once.
@@ -149,7 +151,7 @@ def drop_noop_unroll_hints(normalized: str) -> str:
     return _UNROLL_HINT_BEFORE_CONSTANT_LOOP.sub(keep_or_drop, normalized)
 
 
-def canonical_source(source: str, language: str = "opencl", build_options: tuple[str, ...] = ()) -> str:
+def canonical_source(source: str, language: str = OPENCL.name, build_options: tuple[str, ...] = ()) -> str:
     """The preprocessed source with comments and whitespace normalized: two template points that preprocess
     to the same code (a parameter acting only in an inactive ``#if`` branch, a default point equal to the
     reference, an unroll hint on a one-trip loop) read the same. A source the preprocessor refuses (an
@@ -186,7 +188,7 @@ class Candidate(BaseModel):
     def hash(self) -> str:
         """Content hash: task + preprocessed source + geometry + options (not intent/parent)."""
         return content_hash(self.task, self.source, tuple(self.global_size), tuple(self.local_size or ()),
-                            tuple(sorted(self.build_options)), _language(self.source))
+                            tuple(sorted(self.build_options)), language_of_source(self.source).name)
 
     @property
     def short(self) -> str:
@@ -199,19 +201,10 @@ class SignatureError(InputError, ValueError):
     the harness accepts (an ``#include``, over the size cap): the candidate is invalid, never compiled."""
 
 
-def _language(source: str) -> str:
-    """The language a bare source is written in, for the preprocessor's predefined macros in the hash
-    (a candidate does not carry its task's language; CUDA kernels say ``__global__``)."""
-    return "cuda" if "__global__" in source else "opencl"
-
-
 def entry_parameters(source: str, entry: str, language: str) -> str:
     """The raw text of the entry point's parameter list (a cheap approximation for features only;
     the signature check uses :func:`signature`, which preprocesses first)."""
-    if language == "opencl":
-        pattern = rf"(?:__kernel|kernel)\s+(?:__attribute__\s*\(\(.*?\)\)\s*)?void\s+{re.escape(entry)}\s*\("
-    else:
-        pattern = rf"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+{re.escape(entry)}\s*\("
+    pattern = lang.language(language).entry_pattern(entry)
     text = _LINE_COMMENT.sub(" ", _BLOCK_COMMENT.sub(" ", source))
     match = re.search(pattern, text, re.S)
     if not match:
@@ -224,7 +217,7 @@ def entry_parameters(source: str, entry: str, language: str) -> str:
     raise SignatureError(f"unbalanced parentheses in the parameter list of {entry!r}")
 
 
-def signature(source: str, entry: str, language: str = "opencl",
+def signature(source: str, entry: str, language: str = OPENCL.name,
               build_options: list[str] | tuple[str, ...] = ()) -> list[tuple[str, str, str]]:
     """(address space, base type, pointer|value) per argument, the ABI the harness relies on.
 
@@ -238,7 +231,7 @@ def signature(source: str, entry: str, language: str = "opencl",
         raise SignatureError(str(exc)) from None
 
 
-def check_signature(candidate_source: str, reference_source: str, entry: str, language: str = "opencl",
+def check_signature(candidate_source: str, reference_source: str, entry: str, language: str = OPENCL.name,
                     build_options: list[str] | tuple[str, ...] = ()) -> None:
     """Raise :class:`SignatureError` naming the first difference from the reference."""
     ref = signature(reference_source, entry, language)

@@ -16,7 +16,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from kernelcast.tools.core import language as lang
 from kernelcast.tools.core.candidate import Candidate, SignatureError, check_signature
+from kernelcast.tools.core.language import OPENCL
 from kernelcast.tools.core.preprocess import MAX_SOURCE_BYTES, confinement_problem
 from kernelcast.tools.core.program_state import mutable_state_problem
 
@@ -31,19 +33,7 @@ FAST_MATH_OPTIONS = frozenset({
     "--use_fast_math", "-use_fast_math", "--ftz=true", "-ftz=true", "--prec-div=false", "-prec-div=false",
     "--prec-sqrt=false", "-prec-sqrt=false", "--fmad=true",
 })
-_OPENCL_FLAGS = frozenset({
-    "-cl-mad-enable", "-cl-no-signed-zeros", "-cl-single-precision-constant", "-cl-opt-disable",
-    "-cl-fp32-correctly-rounded-divide-sqrt", "-cl-uniform-work-group-size", "-cl-no-subgroup-ifp",
-    "-cl-kernel-arg-info", "-w", "-Werror",
-})
-_OPENCL_PATTERNS = (re.compile(r"-cl-std=CL(?:1\.[0-2]|2\.0|3\.0)"),)
-_CUDA_FLAGS = frozenset({
-    "--extra-device-vectorization", "-extra-device-vectorization", "--restrict", "-restrict", "-lineinfo",
-    "--ftz=false", "-ftz=false", "--prec-div=true", "-prec-div=true", "--prec-sqrt=true", "-prec-sqrt=true",
-    "--fmad=false", "-fmad=false", "-w", "-O0", "-O1", "-O2", "-O3", "-Xptxas=-v", "-Xptxas=-O0", "-Xptxas=-O1",
-    "-Xptxas=-O2", "-Xptxas=-O3",
-})
-_CUDA_PATTERNS = (re.compile(r"--?maxrregcount=\d{1,3}"), re.compile(r"-std=c\+\+(?:11|14|17|20)"))
+# each language's own allowlist is in kernelcast.tools.core.language (Language.build_flags and build_flag_patterns)
 # -DNAME or -DNAME=VALUE; a value is one token of C: no spaces, quotes, '#', '\' or line breaks
 _DEFINE = re.compile(r"-D([A-Za-z_][A-Za-z0-9_]{0,63})(?:=([A-Za-z0-9_.+\-*/()]{1,64}))?")
 MAX_OPTIONS = 32
@@ -62,12 +52,13 @@ def source_problem(source: str) -> str | None:
     return confinement_problem(source)
 
 
-def option_problem(options: list[str] | tuple[str, ...], language: str = "opencl",
+def option_problem(options: list[str] | tuple[str, ...], language: str = OPENCL.name,
                    allow_fast_math: bool = False) -> str | None:
     """Why ``options`` are not acceptable, or None. The message quotes the option (at most 80 characters)."""
     if len(options) > MAX_OPTIONS:
         return f"{len(options)} build options; at most {MAX_OPTIONS} are accepted"
-    flags, patterns = (_CUDA_FLAGS, _CUDA_PATTERNS) if language == "cuda" else (_OPENCL_FLAGS, _OPENCL_PATTERNS)
+    spec = lang.language(language)
+    flags, patterns = spec.build_flags, spec.build_flag_patterns
     for opt in options:
         shown = opt if len(opt) <= 80 else opt[:80] + "..."
         if not isinstance(opt, str) or not opt.startswith("-") or any(ch.isspace() for ch in opt):

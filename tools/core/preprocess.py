@@ -20,6 +20,8 @@ from functools import lru_cache
 from pcpp import Preprocessor
 
 from kernelcast.tools.core.errors import InputError
+from kernelcast.tools.core import language as lang
+from kernelcast.tools.core.language import OPENCL
 
 MAX_SOURCE_BYTES = 256 * 1024  # a kernel source (candidate or task file); the built-ins are under 8 KiB
 
@@ -28,12 +30,6 @@ FILE_DIRECTIVES = ("include", "include_next", "import", "embed")
 # operators that probe the file system from an #if
 FILE_PROBES = ("__has_include", "__has_include_next", "__has_embed")
 
-_PREDEFINED = {
-    "opencl": {"__OPENCL_VERSION__": "300", "__OPENCL_C_VERSION__": "300", "CL_VERSION_1_0": "100",
-               "CL_VERSION_1_1": "110", "CL_VERSION_1_2": "120", "CL_VERSION_2_0": "200", "CL_VERSION_3_0": "300",
-               "__ENDIAN_LITTLE__": "1", "__IMAGE_SUPPORT__": "1", "__OPENCL_C__": "1"},
-    "cuda": {"__CUDACC__": "1", "__NVCC__": "1", "__CUDA_ARCH__": "900"},
-}
 # build options that define a macro for the compiler, so the preprocessor must see them too
 _OPTION_MACROS = {"-cl-fast-relaxed-math": "__FAST_RELAXED_MATH__", "--use_fast_math": "__USE_FAST_MATH__",
                   "-use_fast_math": "__USE_FAST_MATH__"}
@@ -153,7 +149,7 @@ class _ConfinedPreprocessor(Preprocessor):
             tok.value = ""
 
 
-def preprocess(source: str, language: str = "opencl", build_options: tuple[str, ...] = ()) -> str:
+def preprocess(source: str, language: str = OPENCL.name, build_options: tuple[str, ...] = ()) -> str:
     """The source after preprocessing, as the compiler would see it for ``build_options``.
 
     Raises :class:`PreprocessError` (never anything else) for a source that reaches outside itself or that
@@ -168,7 +164,7 @@ def _preprocess(source: str, language: str, build_options: tuple[str, ...]) -> s
     if problem:
         raise PreprocessError(problem)
     pp = _ConfinedPreprocessor()
-    for name, value in {**_PREDEFINED.get(language, {}), **option_defines(build_options)}.items():
+    for name, value in {**lang.language(language).predefined_macros, **option_defines(build_options)}.items():
         if "\n" in value or "\r" in value:
             raise PreprocessError(f"build option -D{name}: a macro value may not span lines")
         pp.define(f"{name} {value}")

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+from kernelcast.tools.core import language as lang
+from kernelcast.tools.core.language import OPENCL
 from kernelcast.tools.core.preprocess import PreprocessError, blank_comments_and_literals, preprocess
 
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|\S")
@@ -23,13 +25,10 @@ _ATTRIBUTE = re.compile(r"\b(?:__attribute__|__launch_bounds__|__declspec|aligna
 # what makes a declaration unwritable: OpenCL's constant address space and C's const; CUDA's __constant__
 # memory is written by the host only
 _READ_ONLY = {"const", "__constant", "constant", "__constant__"}
-# the words that give a CUDA file-scope declaration device storage (anything else is host memory, which device
-# code cannot touch)
-_CUDA_DEVICE_STORAGE = {"__device__", "__managed__"}
 _TAGS = {"struct", "union", "enum"}
 
 
-def mutable_state_problem(source: str, language: str = "opencl", build_options: tuple[str, ...] = ()) -> str | None:
+def mutable_state_problem(source: str, language: str = OPENCL.name, build_options: tuple[str, ...] = ()) -> str | None:
     """Why ``source`` keeps writable state between launches (naming the variable), or None.
 
     A source the preprocessor refuses is left to the checks that report it (the confinement and signature
@@ -113,7 +112,8 @@ def _is_function_or_tag_only(item: list[str]) -> bool:
 
 def _declares_writable_storage(declaration: list[str], language: str) -> bool:
     """Whether a file-scope declaration is a variable its program could write."""
-    if language == "cuda" and not _CUDA_DEVICE_STORAGE & set(declaration):
+    device_storage = lang.language(language).device_storage_words
+    if device_storage is not None and not device_storage & set(declaration):
         return False  # host memory or __shared__/__constant__: device code cannot keep a launch's state there
     if "extern" in declaration and "__shared__" in declaration:
         return False

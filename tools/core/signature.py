@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kernelcast.tools.core import language as lang
+from kernelcast.tools.core.language import OPENCL
 from kernelcast.tools.core.preprocess import PreprocessError, blank_comments_and_literals, preprocess
 from kernelcast.tools.core.errors import InputError
 
@@ -39,7 +41,6 @@ _SCALARS = {"char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", 
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\*|\[|\]|&|\S")
 _TYPEDEF = re.compile(r"\btypedef\b([^;{}]*?)\b([A-Za-z_]\w*)\s*;")
 _ATTRIBUTE = re.compile(r"\b(?:__attribute__|__launch_bounds__|__declspec|alignas|_Alignas)\s*\(")
-_KERNEL_WORDS = {"opencl": {"__kernel", "kernel"}, "cuda": {"__global__"}}
 
 
 class KernelSignatureError(InputError, ValueError):
@@ -62,7 +63,7 @@ class KernelParam:
         return self.space, base, "pointer" if self.pointer else "value"
 
 
-def kernel_params(source: str, entry: str, language: str = "opencl",
+def kernel_params(source: str, entry: str, language: str = OPENCL.name,
                   build_options: tuple[str, ...] = ()) -> list[KernelParam]:
     """The entry point's parameters after preprocessing with ``build_options``' macros."""
     try:
@@ -85,7 +86,7 @@ def kernel_params(source: str, entry: str, language: str = "opencl",
 def _parameter_lists(code: str, entry: str, language: str) -> list[str]:
     """The text inside the parentheses of every kernel declaration or definition named ``entry``."""
     out = []
-    kernel_words = _KERNEL_WORDS.get(language, _KERNEL_WORDS["opencl"])
+    kernel_words = lang.language(language).kernel_words
     for match in re.finditer(rf"\b{re.escape(entry)}\s*\(", code):
         prefix_start = max(code.rfind(";", 0, match.start()), code.rfind("}", 0, match.start()),
                            code.rfind("{", 0, match.start()))

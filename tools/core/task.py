@@ -26,6 +26,8 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, StrictInt, Ta
                       field_validator, model_validator)
 
 from kernelcast.tools.core.expr import ExpressionError, evaluate, evaluate_int, names_in
+from kernelcast.tools.core import language as lang
+from kernelcast.tools.core.language import LanguageName
 from kernelcast.tools.core.signature import KernelParam, KernelSignatureError, kernel_params
 from kernelcast.tools.core.preprocess import MAX_SOURCE_BYTES, blank_comments_and_literals, confinement_problem
 from kernelcast.tools.core.errors import InputError
@@ -173,7 +175,7 @@ class TaskSpec(_Strict):
 
     name: str = Field(pattern=r"^[A-Za-z0-9_\-]+$")
     description: str = ""
-    language: Literal["opencl", "cuda"]
+    language: LanguageName
     source: str
     entry: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     args: list[Arg] = Field(min_length=1)
@@ -270,7 +272,7 @@ class Task:
     def backend(self) -> str:
         """The measurement backend that runs this task: its language decides (OpenCL source needs an
         OpenCL runtime, CUDA source needs CUDA), so no setting can pair a task with the wrong one."""
-        return "cuda" if self.language == "cuda" else "opencl"
+        return lang.language(self.language).backend
 
     def size_label(self, which: str) -> Literal["full", "small"]:
         """The label of the problem ``which`` sizes measure: "small" only when the task has a small set that
@@ -662,7 +664,7 @@ def _check_arguments(task: Task) -> list[KernelParam]:
                 raise TaskError(f"{where}: field '{field}': a buffer, but the kernel's argument {i} is a "
                                 f"{param.space} pointer ({shown}){hint}")
         elif isinstance(arg, LocalArg):
-            if task.language != "opencl":
+            if not lang.language(task.language).local_memory_args:
                 raise TaskError(f"{where}: field '{field}': local-memory arguments exist in OpenCL only "
                                 f"({task.language} kernels size their shared memory themselves)")
             if not param.pointer or param.space != "local":

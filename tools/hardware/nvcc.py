@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from kernelcast.tools.core.language import CUDA
 from kernelcast.tools.hardware.backends.base import trim_log  # one trimming rule for every compiler log
 
 DEFAULT_ARCH = "sm_90"  # H100/H200
@@ -52,7 +53,7 @@ def compile_check(source: str, options: list[str] | None = None, arch: str = DEF
     if nvcc is None:
         return False, "nvcc not found (set NVCC or CUDA_HOME, or put nvcc on PATH)"
     with tempfile.TemporaryDirectory(prefix="kc_nvcc_") as tmp:
-        src = Path(tmp) / "kernel.cu"
+        src = Path(tmp) / f"kernel{CUDA.suffix}"
         src.write_text(source)
         out = Path(tmp) / ("kernel.ptx" if ptx_only else "kernel.cubin")
         cmd = [nvcc, "--ptx" if ptx_only else "--cubin", f"-arch={arch}", *(options or []), "-o", str(out), str(src)]
@@ -62,7 +63,7 @@ def compile_check(source: str, options: list[str] | None = None, arch: str = DEF
             return False, f"nvcc did not finish within {timeout_s:.0f} s"
         except OSError as exc:
             return False, f"could not run nvcc: {exc}"
-        log = (proc.stdout + proc.stderr).replace(str(src), "kernel.cu").replace(tmp + "/", "")
+        log = (proc.stdout + proc.stderr).replace(str(src), src.name).replace(tmp + "/", "")
         ok = proc.returncode == 0 and out.exists()
         if not ok and not log.strip():
             log = f"nvcc exited with status {proc.returncode} and printed nothing"

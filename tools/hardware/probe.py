@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kernelcast.tools.core.language import OPENCL
 from kernelcast.tools.hardware.backends.base import DeviceRuntimeError
 
 if TYPE_CHECKING:
@@ -191,7 +192,7 @@ def choose_device(selector: str | None, store: Store | None = None, source: str 
     statuses = probe_devices(store, source)
     if not statuses:
         raise DeviceUnusable("no OpenCL device found (is pyopencl with a CPU runtime installed?)")
-    if selector in (None, "", "opencl"):
+    if selector in (None, "", OPENCL.backend):
         for status in statuses:
             if status.healthy:
                 return status

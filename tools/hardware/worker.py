@@ -20,6 +20,8 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
+from kernelcast.tools.core.language import OPENCL
+from kernelcast.tools.hardware.backends import UnknownBackendError, get_backend, make_runner
 from kernelcast.tools.hardware.backends.base import CompileError, DeviceRuntimeError
 from kernelcast.tools.hardware.backends.opencl import split_selector
 from kernelcast.tools.hardware.probe import DeviceStatus, choose_device
@@ -71,7 +73,6 @@ def _serve(conn: Connection, backend: str, device: str | None) -> None:
     """Worker main loop: build the runner once, then answer requests until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     try:
-        from kernelcast.tools.hardware.backends import make_runner
         from kernelcast.tools.core.candidate import SignatureError
         from kernelcast.tools.hardware.harness import Harness, InvalidCandidate, ReferenceBroken
 
@@ -120,7 +121,7 @@ def _serve(conn: Connection, backend: str, device: str | None) -> None:
 class MeasurementWorker:
     """Runs the harness in a child process with a hard timeout per request."""
 
-    def __init__(self, backend: str = "opencl", device: str | None = None, store: "Store | None" = None) -> None:
+    def __init__(self, backend: str = OPENCL.backend, device: str | None = None, store: "Store | None" = None) -> None:
         self.backend = backend
         self.device = device
         self.store = store  # where device probe verdicts are cached (optional)
@@ -170,12 +171,12 @@ class MeasurementWorker:
 
     def _resolve_device(self) -> str | None:
         """The explicit device the child opens: probed first, so a broken device fails here with its reason."""
-        if self.backend != "opencl":
-            return self.device
         try:
+            if not get_backend(self.backend).probed:
+                return self.device
             selector, units = split_selector(self.device)
             self.device_status = choose_device(selector, self.store)
-        except DeviceRuntimeError as exc:
+        except (UnknownBackendError, DeviceRuntimeError) as exc:
             raise WorkerError(str(exc)) from None
         return self.device_status.index + (f"@{units}" if units is not None else "")
 

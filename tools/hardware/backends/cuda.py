@@ -38,6 +38,7 @@ import numpy as np
 from kernelcast.tools.hardware.backends.base import (GUARD_BYTE, GUARD_BYTES, KEPT_BUILDS, CompileError,
                                            DeviceRuntimeError, Runner)
 from kernelcast.tools.hardware.backends.base import trim_log  # one trimming rule for every compiler log
+from kernelcast.tools.core.language import CUDA
 from kernelcast.tools.core.lru import LRUCache
 from kernelcast.tools.core.measurement import HardwareSpec
 
@@ -77,7 +78,7 @@ def list_devices() -> list[HardwareSpec]:
 def select_device(drv: Any, selector: str | None) -> Any:
     """Device by ordinal ("1", "cuda:1") or name substring ("H200"); default device 0."""
     count = drv.Device.count()
-    sel = "" if selector is None else str(selector).strip().removeprefix("cuda").removeprefix(":")
+    sel = "" if selector is None else str(selector).strip().removeprefix(CUDA.backend).removeprefix(":")
     if sel == "":
         return drv.Device(0)
     if sel.isdigit():
@@ -109,7 +110,7 @@ def device_spec(drv: Any, device: Any) -> HardwareSpec:
         driver = ""
     sms = get("MULTIPROCESSOR_COUNT")
     return HardwareSpec(
-        backend="cuda",
+        backend=CUDA.backend,
         platform=PLATFORM,
         name=device.name().strip(),
         device_type="GPU",
@@ -199,7 +200,7 @@ class _Kernel:
 class CudaRunner(Runner):
     """A pycuda context on one NVIDIA GPU; see the module docstring for the conventions."""
 
-    backend = "cuda"
+    backend = CUDA.backend
 
     def __init__(self, device: str | None = None, kept_builds: int = KEPT_BUILDS) -> None:
         self.drv = _drv()

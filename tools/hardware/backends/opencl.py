@@ -13,6 +13,7 @@ import numpy as np
 
 from kernelcast.tools.hardware.backends.base import (GUARD_BYTE, GUARD_BYTES, KEPT_BUILDS, CompileError,
                                            DeviceRuntimeError, Runner, trim_log)
+from kernelcast.tools.core.language import OPENCL
 from kernelcast.tools.core.lru import LRUCache
 from kernelcast.tools.core.measurement import HardwareSpec
 from kernelcast.tools.hardware.runtimes import register as register_runtimes
@@ -47,7 +48,7 @@ def list_devices() -> list[tuple[str, Any, Any]]:
 
 def match_device(selector: str, devices: list[tuple[str, str, str]]) -> str:
     """The "platform:device" index that ``selector`` names: an index, a bare device index, or a name substring."""
-    sel = selector.removeprefix("opencl:")
+    sel = selector.removeprefix(f"{OPENCL.backend}:")
     for index, _, _ in devices:
         if sel == index or (sel.isdigit() and index == f"0:{sel}"):
             return index
@@ -91,7 +92,7 @@ def select_device(selector: str | None) -> tuple[Any, Any]:
     devices = list_devices()
     if not devices:
         raise DeviceRuntimeError("no OpenCL device found (is pyopencl with a CPU runtime installed?)")
-    if selector in (None, "", "opencl"):
+    if selector in (None, "", OPENCL.backend):
         from kernelcast.tools.hardware.probe import choose_device
 
         selector = choose_device(None).index
@@ -112,7 +113,7 @@ def device_spec(platform: Any, device: Any, of_units: int | None = None) -> Hard
 
     global_cache = int(get("global_mem_cache_size"))
     return HardwareSpec(
-        backend="opencl",
+        backend=OPENCL.backend,
         platform=platform.name.strip(),
         # a sub-device is another device for performance: its name (and so its key) says which part it is
         name=device.name.strip() + (f" [{int(get('max_compute_units'))} of {of_units} compute units]"
@@ -170,7 +171,7 @@ class _Buf:
 
 
 class OpenCLRunner(Runner):
-    backend = "opencl"
+    backend = OPENCL.backend
 
     def __init__(self, device: str | None = None, kept_builds: int = KEPT_BUILDS) -> None:
         cl = self.cl = _cl()

@@ -23,10 +23,12 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("Ray is not installed: pip install 'kernelcast[ray]' (or pip install ray)") from exc
 
 from kernelcast.tools.core.candidate import Candidate
+from kernelcast.tools.core.language import OPENCL
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement, MeasureConfig
-from kernelcast.tools.hardware.measurers.base import (MeasurerError, ScheduledMeasurer, Scheduler, Slot,
-                                       check_one_device_model, split_devices)
 from kernelcast.tools.core.task import Task
+from kernelcast.tools.hardware.backends import get_backend
+from kernelcast.tools.hardware.measurers.base import (MeasurerError, ScheduledMeasurer, Scheduler, Slot,
+                                                      check_one_device_model, split_devices)
 from kernelcast.tools.hardware.worker import MeasurementWorker, WorkerError
 
 START_TIMEOUT_S = 180.0
@@ -119,7 +121,8 @@ def connect(address: str, num_cpus: int = 2) -> bool:
 
 
 class RayMeasurer(ScheduledMeasurer):
-    """``parallel`` actors (0: one per GPU for CUDA, one per node for OpenCL), measuring concurrently."""
+    """``parallel`` actors (0: one per GPU for a GPU backend such as CUDA, one per node for OpenCL), measuring
+    concurrently."""
 
     def __init__(self, backend: str, device: str | Sequence[str | None] | None = None, parallel: int = 1,
                  address: str = "auto", allow_mixed: bool = False, share_device: bool = False,
@@ -142,16 +145,17 @@ class RayMeasurer(ScheduledMeasurer):
     def _placements(self) -> list[tuple[str | None, dict[str, Any]]]:
         """(device selector, actor options) per actor."""
         base: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0, "max_task_retries": 0}
-        if self.backend == "cuda":
+        backend = get_backend(self.backend)
+        if backend.one_per_gpu:
             base["num_gpus"] = 1
         base.update(self.actor_options or {})
         count = self.parallel
         per_node: list[str] = []
         if count == 0:
-            if self.backend == "cuda":
+            if backend.one_per_gpu:
                 count = int(ray.cluster_resources().get("GPU", 0))
                 if count == 0:
-                    raise MeasurerError("the Ray cluster has no GPU: no CUDA actor can be placed")
+                    raise MeasurerError(f"the Ray cluster has no GPU: no {backend.language.title} actor can be placed")
             else:
                 per_node = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
                 count = len(per_node)
@@ -278,7 +282,7 @@ def _kill_all(actors: Sequence[Any]) -> None:
             pass
 
 
-def cluster_devices(address: str, backend: str = "opencl", device: str | None = None) -> list[ActorInfo]:
+def cluster_devices(address: str, backend: str = OPENCL.backend, device: str | None = None) -> list[ActorInfo]:
     """Every device of a Ray cluster: one actor per GPU (CUDA) or per node (OpenCL), started and stopped."""
     measurer = RayMeasurer(backend, device, parallel=0, address=address, allow_mixed=True)
     try:
