@@ -38,7 +38,7 @@ __kernel void saxpy(__global const float *x, __global float *y, const float a, c
 
 
 # ---- item 3: a session caller forging template points ------------------------------------------------------
-def test_a_session_caller_cannot_claim_a_template_point_for_another_kernel(home: Path) -> None:  # noqa: F811
+def test_a_session_caller_cannot_claim_a_template_point_for_another_kernel(home: Path) -> None:
     """A slow kernel of the caller's own, or the template's source at another geometry, claiming a template
     point is refused with the reason; only the template's own instantiation keeps its params, so no stored
     candidate counts as a point it is not (a later generator skips measured points)."""
@@ -72,7 +72,7 @@ def test_a_session_caller_cannot_claim_a_template_point_for_another_kernel(home:
 
 # ---- item 5: a replay's rows stored as live measurements ----------------------------------------------------
 def test_a_tampered_replay_is_flagged_kept_apart_and_never_a_live_significant_speedup(
-        tmp_path: Path, tiny_template: Path) -> None:  # noqa: F811 (the imported fixture)
+        tmp_path: Path, tiny_template: Path) -> None:
     """A replay store whose search rows were edited to 25x: the replay run says it replayed (no significant
     live speedup), its rows are flagged, and no live read (measured sets, points, training, latest) sees them."""
     recorded = Store(tmp_path / "recorded.db")

@@ -1,7 +1,7 @@
 """Issue 12, the input half: hostile or careless inputs are refused at the door, one test per exploit class.
 
-Each test names the exploit it stops. Candidates are measured on the real OpenCL device where the harness is
-the one refusing them; task files are written to a temporary folder and loaded as a user's would be.
+Each test names the exploit it stops; task files are written to a temporary folder and loaded as a user's would be.
+Where the harness on the device is the one refusing: tests/device/test_confinement_on_device.py.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,15 +16,11 @@ import pytest
 from kernelcast.tools.core.candidate import Candidate, SignatureError, check_signature, signature
 from kernelcast.tools.core.confinement import ConfinementError, check_candidate, option_problem
 from kernelcast.tools.core.expr import ExpressionError, evaluate
-from kernelcast.tools.core.measurement import MeasureConfig, Status
 from kernelcast.tools.core.preprocess import MAX_SOURCE_BYTES, PreprocessError, preprocess
 from kernelcast.tools.core.task import Task, TaskError, load_task, resolve_task, resolve_task_in_roots
-from kernelcast.tools.hardware.worker import MeasurementWorker
 from support.paths import ROOT
+from support.saxpy_sources import SAXPY_BODY, SAXPY_SIG, saxpy_candidate
 
-SMALL = MeasureConfig(sizes="small", max_reps=5, target_seconds=0.01, timeout_s=60)
-SAXPY_SIG = "__kernel void saxpy(__global const float *x, __global float *y, const float a, const int n)"
-SAXPY_BODY = "{ int i = get_global_id(0); if (i < n) y[i] = a * x[i] + y[i]; }"
 SECRET = "kc-secret-7f3a9"  # planted in files the server must never echo
 
 TASK = """
@@ -99,22 +94,12 @@ def saxpy() -> Task:
     return resolve_task("saxpy")
 
 
-@pytest.fixture(scope="module")
-def worker() -> Iterator[MeasurementWorker]:
-    with MeasurementWorker() as w:
-        yield w
-
-
 @pytest.fixture()
 def secret_file(tmp_path: Path) -> Path:
     path = tmp_path / "outside" / "secret.txt"
     path.parent.mkdir()
     path.write_text(f"{SECRET}\n")
     return path
-
-
-def saxpy_candidate(saxpy: Task, source: str, options: list[str] | None = None) -> Candidate:
-    return Candidate(task="saxpy", source=source, global_size=["N"], build_options=options or [])
 
 
 # ---- 6. bounded evaluation ----------------------------------------------------------------------------
@@ -186,22 +171,6 @@ def test_template_expressions_are_checked_at_load_too(tmp_path: Path) -> None:
 
 
 # ---- 5. confinement --------------------------------------------------------------------------------------
-def test_include_of_a_system_file_is_refused_before_compiling(saxpy: Task, worker: MeasurementWorker) -> None:
-    for source in (f'#include "/etc/passwd"\n{SAXPY_SIG} {SAXPY_BODY}',
-                   f'# /* hidden */ include </etc/passwd>\n{SAXPY_SIG} {SAXPY_BODY}',
-                   f'#inc\\\nlude "/etc/passwd"\n{SAXPY_SIG} {SAXPY_BODY}',
-                   f'%:include "/etc/passwd"\n{SAXPY_SIG} {SAXPY_BODY}',
-                   f'#import "/etc/passwd"\n{SAXPY_SIG} {SAXPY_BODY}',
-                   f'#if __has_include("/etc/shadow")\n#endif\n{SAXPY_SIG} {SAXPY_BODY}'):
-        cand = saxpy_candidate(saxpy, source)
-        with pytest.raises(ConfinementError, match="self-contained|probe for files"):
-            check_candidate(saxpy, cand)
-        m = worker.measure(saxpy, cand, SMALL)
-        assert m.status is Status.invalid, (source, m.status, m.reason)
-        assert "root:" not in m.reason and "/bin/" not in m.reason
-        assert m.compile_ms is None, "refused before compiling"
-
-
 def test_include_path_options_and_injected_defines_are_refused(saxpy: Task) -> None:
     relative = saxpy_candidate(saxpy, f'#include "etc/passwd"\n{SAXPY_SIG} {SAXPY_BODY}', ["-I", "/"])
     with pytest.raises(ConfinementError):
@@ -349,22 +318,6 @@ def test_typedefs_and_vector_pointers_are_resolved(tmp_path: Path) -> None:
 
 
 # ---- 9. files with several kernels: the signature check reads preprocessed code ------------------------
-def test_if0_decoy_does_not_defeat_the_signature_check(saxpy: Task, worker: MeasurementWorker) -> None:
-    decoy = (f"#if 0\n{SAXPY_SIG} {SAXPY_BODY}\n#endif\n"
-             "__kernel void saxpy(__global const float *x, __global float *y, const int n) { }\n")
-    with pytest.raises(SignatureError, match="takes 3 arguments"):
-        check_signature(decoy, saxpy.source, "saxpy")
-    m = worker.measure(saxpy, saxpy_candidate(saxpy, decoy), SMALL)
-    assert m.status is Status.invalid and "takes 3 arguments" in m.reason
-    in_string = (f'__constant char note[] = "{SAXPY_SIG}";\n'
-                 "__kernel void saxpy(__global const float *x, __global float *y, const int n) { }\n")
-    with pytest.raises(SignatureError):
-        check_signature(in_string, saxpy.source, "saxpy")
-    inconsistent = f"{SAXPY_SIG};\n__kernel void saxpy(__global float *x, __global float *y, const int n) {{ }}\n"
-    with pytest.raises(SignatureError, match="more than once"):
-        check_signature(inconsistent, saxpy.source, "saxpy")
-
-
 def test_option_defined_decoy_is_seen_through(saxpy: Task) -> None:
     source = (f"#ifndef EVIL\n{SAXPY_SIG} {SAXPY_BODY}\n#else\n"
               "__kernel void saxpy(__global const float *x, __global float *y, const int n) { }\n#endif\n")

@@ -174,7 +174,7 @@ def test_a_read_only_folder_is_read_without_writing_and_unflushed_writes_are_ref
     creates nothing), unless a leftover ``-wal`` holds writes it would miss: then it says so."""
     import shutil
 
-    from test_cli_read_only import read_only
+    from support.read_only import read_only
 
     folder = tmp_path / "ro"
     store = Store(folder / "k.db")
