@@ -3,7 +3,7 @@
 For each held-out kernel (``bench/corpus/manifest.toml``: split "held-out"), budget and seed, on one device in one
 session: kernelcast's selective, topk and measure-all routers each run the real graph (``start_run``, as
 ``bench/router_bench.py`` does) in a fresh store, as a new user's would be (the forecaster knows the shipped seed
-dataset, which holds no held-out kernel: ``tests/test_corpus.py``, and the run's own measurements). A fourth arm,
+dataset, which holds no held-out kernel: ``tests/device/test_corpus.py``, and the run's own measurements). A fourth arm,
 random order, measures ``budget`` candidates drawn uniformly from the proposals the same generator made in the
 selective run (every candidate its store holds but the reference), one measurement each with the harness: what the
 budget buys without a forecaster.

@@ -1,7 +1,7 @@
 """Independent numpy implementations of the corpus kernels: the oracle for their upstream reference kernels.
 
 ``ORACLES[task_name](inputs, scalars, sizes)`` returns the expected content of every output buffer (intent "out"
-or "inout") as a flat array of the buffer's dtype, the convention of tests/numpy_refs.py. ``inputs`` are the
+or "inout") as a flat array of the buffer's dtype, the convention of tests/support/numpy_refs.py. ``inputs`` are the
 seeded host arrays the harness uploads (``kernelcast.tools.hardware.harness.make_inputs``; an "inout" buffer's initial
 content is among them), ``scalars`` the by-value arguments, ``sizes`` the named problem sizes. Floating-point
 results are computed in float64 and rounded once, unless a kernel's result is defined by float32 steps (noted).

@@ -72,7 +72,7 @@ def _assert_matches(task: Task, got: dict[str, Any], expected: dict[str, np.ndar
 # ---- static checks (no device) ------------------------------------------------------------
 def test_library_has_the_promised_tasks() -> None:
     assert EXPECTED_TASKS <= set(TASK_NAMES)
-    assert set(TASK_NAMES) <= set(NUMPY_REFS), "every built-in OpenCL task needs a numpy oracle in tests/numpy_refs.py"
+    assert set(TASK_NAMES) <= set(NUMPY_REFS), "every built-in OpenCL task needs a numpy oracle in tests/support/numpy_refs.py"
     assert len(TEMPLATED) >= 5
 
 

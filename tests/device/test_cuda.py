@@ -9,7 +9,7 @@ Three layers, so a machine without a GPU still verifies most of it:
   invocation dominates small kernels; a failing batch is recompiled point by point so the
   report names the point and its own log;
 * ``cuda_emu.h`` runs the same kernel sources on the CPU under g++ and compares them with
-  independent numpy implementations (tests/numpy_refs_cuda.py);
+  independent numpy implementations (tests/support/numpy_refs_cuda.py);
 * ``@pytest.mark.gpu`` tests measure through ``MeasurementWorker(backend="cuda")`` on a real
   NVIDIA GPU, including the failure classes, and are skipped where there is none.
 """

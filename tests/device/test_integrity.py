@@ -1,7 +1,7 @@
 """Hostile kernels and careless task files against the measurement protocol, on the real OpenCL device.
 
 Each test is an attack that used to produce a number; now the candidate is rejected or its result is
-flagged, never reported as a speedup. (Confinement of inputs: tests/test_confinement.py.)
+flagged, never reported as a speedup. (Confinement of inputs: tests/unit/test_confinement.py.)
 """
 
 from __future__ import annotations
