@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import signal
+from typing import Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -20,7 +20,7 @@ class Commands(TyperGroup):
     """The command group that maps every :class:`KernelcastError` a command lets through to its one-line message
     and its exit code: the CLI's only error mapping."""
 
-    def invoke(self, ctx: click.Context) -> object:
+    def invoke(self, ctx: Any) -> Any:  # typer's vendored click Context
         try:
             return super().invoke(ctx)
         except KernelcastError as exc:
