@@ -67,7 +67,7 @@ def measure_points(task: Task, worker: LocalMeasurer, store: Store, hw: Hardware
         if made is None:
             continue
         cand, label = made
-        cand = cand.model_copy(update={"parent": reference.hash, "intent": f"derived: {label}", "generator": "bench",
+        cand = cand.model_copy(update={"parent": reference.hash, "origin": "derived", "edits": list(label), "generator": "bench",
                                        "params": {**(cand.params or {}), DERIVED_BASE: reference.hash[:12]}})
         if cand.hash in seen:
             continue

@@ -8,7 +8,7 @@ All in one run, on one device:
    ``--refine`` best points are measured twice more (until the best by median all have three: a fixed point),
    so the optimum is a median of three rather than the luckiest single measurement.
 2. **kernelcast.** selective, topk and measure-all at each budget and seed run the real graph
-   (``build_context`` + ``execute``, as ``start_run`` does) in a fresh run store, so the forecaster trains
+   (``open_run`` + ``execute``, as ``start_run`` does) in a fresh run store, so the forecaster trains
    only on the run's own measurements plus the shipped seed dataset (checked after every run: the run store
    holds no measurement of the task that the run did not buy). The measurer is the harness with the brute
    force as its cache: a template point is answered with its first brute-force measurement (what a replay
@@ -66,9 +66,9 @@ from kernelcast.agents.factory import SEED_DATASET  # noqa: E402
 from kernelcast.graphs.config import RunConfig  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
 from kernelcast.graphs.search.graph import execute  # noqa: E402
-from kernelcast.graphs.search.nodes import confirmation_config  # noqa: E402
+from kernelcast.graphs.search.spender import confirmation_config  # noqa: E402
 from kernelcast.graphs.route.routers import DEFAULT_RISK  # noqa: E402
-from kernelcast.graphs.run import build_context  # noqa: E402
+from kernelcast.graphs.run import open_run  # noqa: E402
 from kernelcast.graphs.route.trust import calibration_rows, trust_summary, trusted_decisions  # noqa: E402
 from kernelcast.graphs.route.risk_control import clopper_pearson_interval, fit_thresholds  # noqa: E402
 from kernelcast.tools.core.expr import evaluate  # noqa: E402
@@ -324,7 +324,7 @@ def kernelcast_trial(space: Space, router: str, budget: int, seed: int, sizes: s
     started = time.perf_counter()
     run_id = store.create_run(Path(space.name).name, hardware.key, config.model_dump(), config.budget)
     store.update_run(run_id, folder=str(env.folder(run_id)))
-    result = execute(build_context(run_id, config, store, env, measurer), env.checkpoints)
+    result = execute(open_run(run_id, config, store, env, measurer), env.checkpoints)
     seconds = time.perf_counter() - started
     bought = [m for m in store.measurements(run_id=result.run_id) if m.ok]
     known = [m for m in store.measurements(task=result.task) if m.ok and m.phase != "noise"]  # noise: ref vs ref
@@ -380,7 +380,7 @@ def kt_arguments(task: Task, sizes: str, seed: int) -> list[Any]:
         dtype = np.dtype(arg.dtype)
         if isinstance(arg, BufferArg):
             shape = tuple(int(evaluate(s, names)) for s in arg.shape)
-            if arg.intent == "out":
+            if arg.direction == "out":
                 out.append(np.zeros(shape, dtype=dtype))
             else:
                 out.append(rng.uniform(arg.low, arg.high, size=shape).astype(dtype))

@@ -61,7 +61,7 @@ MEANINGS: dict[type[BaseModel], dict[str, str]] = {
         "kind": "A device buffer (a `__global`/`__constant` pointer, or a CUDA pointer).",
         "dtype": "Element type; the kernel may point to vectors of it (`float4 *` for `float32`).",
         "shape": "Elements per dimension, expressions of the sizes; the buffer holds their product.",
-        "intent": "`in`: only read (checked unchanged after every launch); `out`: only written (poisoned before "
+        "direction": "`in`: only read (checked unchanged after every launch); `out`: only written (poisoned before "
                   "every launch, so a kernel that reads it fails); `inout`: read and written (restored before "
                   "every launch).",
         "init": "How seeded inputs are drawn: `uniform` in [low, high), `normal`, `positive` in [0.1, 1), `ones`, "

@@ -39,7 +39,7 @@ from kernelcast.agents.forecast.base import Forecast, Provenance
 from kernelcast.agents.forecast.learned import LearnedForecaster, TrainingSet, measured_task
 from kernelcast.agents.forecast.prior import RooflinePrior
 from kernelcast.agents.forecast.task_model import PREDICTIVE_DOF, TaskModel, task_features
-from kernelcast.tools.core.candidate import DERIVED_INTENT, Candidate
+from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement
 from kernelcast.tools.core.task import Task, TaskError
 
@@ -56,7 +56,7 @@ STACK_GRID = np.linspace(0.0, 1.0, 21)
 FAMILY_SPREAD = 0.8
 FAMILY_N0 = 2.0
 CROSS_TASK_EVIDENCE = 0.05
-DERIVED = "derived"  # the family of a derived template's points and their variants (intent "derived: ...")
+DERIVED = "derived"  # the family of a derived template's points and their variants (origin "derived")
 WRITTEN = "written"  # every other candidate: template points, generic variants, a user's or an LLM's kernels
 Pairs = Sequence[tuple[Candidate, Measurement]]
 BandwidthSource = Callable[[HardwareSpec], Bandwidth]
@@ -245,7 +245,7 @@ class BlendedForecaster:
         ctx = context(task, hw)
         feats = []
         for cand, m in zip(candidates, mu_prior, strict=True):
-            f = task_features(candidate_features(ctx, cand), cand.intent)
+            f = task_features(candidate_features(ctx, cand), cand.edits)
             f["roof.mu"] = float(m)
             feats.append(f)
         stats = np.array([moments(p) for p in base])
@@ -336,10 +336,10 @@ class BlendedForecaster:
 
 def family(candidate: Candidate) -> str:
     """Which population a candidate belongs to for the stacking weight: a derived template's points and their
-    variants (their intent says "derived: "), or the rest. On four kernels without a template (bench/kernels,
+    variants (their origin is "derived"), or the rest. On four kernels without a template (bench/kernels,
     120 random derived points each, this machine) the forest's share fitted on the seed's template points (0.9)
     turned the prior's ranking (Spearman 0.26-0.42 within a kernel) into noise (0.06-0.12)."""
-    return DERIVED if candidate.intent.startswith(DERIVED_INTENT) else WRITTEN
+    return DERIVED if candidate.origin == "derived" else WRITTEN
 
 
 __all__ = ["BlendedForecaster", "PRIOR_SHRINK", "PRIOR_SIGMA"]

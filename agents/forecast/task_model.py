@@ -12,8 +12,8 @@ with a Gaussian prior on ``w`` (zero: trust the stretched base until data says
 otherwise; the base is calibrated across tasks, so inside one task its
 differences are shyer than the candidates'). ``phi`` holds an intercept (the
 level), the base mean itself (how far to trust its spread of predictions), the launch geometry and template
-parameters (scaled by their spread over the task's measured candidates, at least one doubling) and the edits
-named in the intent (unroll, work-group, build option, ...): features of the
+parameters (scaled by their spread over the task's measured candidates, at least one doubling) and the generic
+edits the candidate carries (work-group, build option, unroll pragma): features of the
 edit, so a difference between two candidates is a difference of their
 features (the same as learning ln(S_child / S_parent)). One measurement moves
 the level, two or three already order the rest.
@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kernelcast.agents.forecast.features import Features
+from kernelcast.tools.core.edit import Edit
 
 # pseudo-observations of the base's spread in the noise estimate: a handful of residuals of a model fitted to
 # them understate its error on the task's other candidates (seed dataset, task held out, 5 draws of 4 taught
@@ -98,41 +99,36 @@ _LOCAL_PREFIXES = ("param.", "edit:")
 _EDIT_LABEL = re.compile(r"[A-Za-z][A-Za-z \-]*[A-Za-z]")
 
 
-# a transformation's label may itself hold " + ": "coarsen x4 y1 vector + jam", "unroll j x4 + remainder"; those
-# tails belong to the edit before them. Until 2026-12-02 they were read as edits of their own ("edit:jam",
-# "edit:remainder"), which every coarsened or unrolled derived point carried
-_LABEL_TAILS = ("jam", "remainder")
+# the indicator each generic edit sets (tools.core.edit): the names the in-task model was fitted and certified with
+_EDIT_FEATURES = {"local_size": "work-group", "unroll_pragma": "pragma unroll"}
 
 
-def edit_features(intent: str) -> Features:
-    """Indicators of the edits added to a candidate's point ("template point TM=2 + unroll 4 (loop 1) + work-group
-    (64)", "derived: <its transformations> + build option -O2"). A template's or a derived template's point is
-    described by its params, so only the edits after it count; a generic variant of the reference names its one
-    edit after "generic:"."""
-    parts: list[str] = []
-    for part in intent.split(" + "):
-        if parts and part.startswith(_LABEL_TAILS):
-            parts[-1] += f" + {part}"
-        else:
-            parts.append(part)
-    out: Features = {}
-    edits = parts[1:]
-    if intent.startswith("generic:"):
-        edits = [parts[0].removeprefix("generic:"), *edits]
-    for part in edits:
-        # "#pragma unroll 4 on 'for (...)'": the pragma is the edit (until 2026-12-03 the "#" hid it entirely)
-        label = _EDIT_LABEL.match(part.strip().removeprefix("generic:").strip().lstrip("#").split(" on '")[0])
-        if label:
-            out[f"edit:{label.group(0).strip().lower()}"] = 1.0
-    return out
+def edit_features(edits: Sequence[Edit]) -> Features:
+    """Indicators of the edits added to a candidate's point or kernel (its generic edits: work-group size, build
+    option, unroll pragma). A template's or a derived template's point is described by its params, so the
+    point's own edits do not count. A variant made by two generic edits at once sets the first one's indicator
+    only, as the in-task model has always read them."""
+    added = [e for e in edits if e.generic]
+    if not added:
+        return {}
+    return {f"edit:{_feature(added[0])}": 1.0}
 
 
-def task_features(features: Features, intent: str) -> Features:
+def _feature(edit: Edit) -> str:
+    """A build option's indicator is named by the option's leading letters and hyphens
+    ("-maxrregcount=64" sets "build option -maxrregcount")."""
+    if edit.name == "build_option":
+        label = _EDIT_LABEL.match(f"build option {edit.values.get('option', '')}")
+        return label.group(0).lower() if label else "build option"
+    return _EDIT_FEATURES.get(edit.name, edit.name)
+
+
+def task_features(features: Features, edits: Sequence[Edit]) -> Features:
     """The part of the full feature dict that varies between one task's candidates, plus edit indicators."""
     keep = {k: v for k, v in features.items()
             if k.startswith(("param.", "cand.log2_work", "cand.vector_width", "opt.", "cand.unroll", "cand.local_mem",
                              "cand.barriers", "roof."))}
-    keep.update(edit_features(intent))
+    keep.update(edit_features(edits))
     return keep
 
 

@@ -681,7 +681,7 @@ def compulsory_bytes(task: Task, sizes: Mapping[str, int]) -> float:
             except (ExpressionError, ZeroDivisionError):
                 continue
             dtype_bytes = int(re.sub(r"\D", "", arg.dtype) or 8) // 8
-            total += count * dtype_bytes * (2 if arg.intent == "inout" else 1)
+            total += count * dtype_bytes * (2 if arg.direction == "inout" else 1)
     return total
 
 

@@ -30,6 +30,7 @@ from kernelcast.agents.generate.transforms.scalar_replace import scalar_replace
 from kernelcast.agents.generate.transforms.unroll import FACTORS as UNROLL_FACTORS
 from kernelcast.agents.generate.transforms.unroll import innermost_counted_loops, unroll
 from kernelcast.tools.core.candidate import Candidate
+from kernelcast.tools.core.edit import Edit
 from kernelcast.tools.core.expr import ExpressionError, evaluate_int
 from kernelcast.tools.core.preprocess import PreprocessError, preprocess
 from kernelcast.tools.core.task import Task
@@ -80,8 +81,8 @@ class DerivedSpace:
         self.task, self.base, self.max_wg = task, without_macros(task, base), max_wg
         self.params: dict[str, list[Any]] = {}
         self.unavailable: dict[str, str] = {}  # transformation -> why it does not apply
-        self._cache: dict[tuple[tuple[str, Any], ...], tuple[Candidate, str] | None] = {}
-        self._steps: dict[tuple[Step, ...], tuple[Candidate, tuple[str, ...]] | None] = {}
+        self._cache: dict[tuple[tuple[str, Any], ...], tuple[Candidate, tuple[Edit, ...]] | None] = {}
+        self._steps: dict[tuple[Step, ...], tuple[Candidate, tuple[Edit, ...]] | None] = {}
         self._probe()
 
     def _probe(self) -> None:
@@ -143,15 +144,15 @@ class DerivedSpace:
     def size(self) -> int:
         return math.prod(len(v) for v in self.params.values())
 
-    def instantiate(self, point: Point) -> tuple[Candidate, str] | None:
-        """(candidate, label) for ``point``; None when a transformation does not apply at this combination,
-        the launch geometry does not divide, or the point is the identity."""
+    def instantiate(self, point: Point) -> tuple[Candidate, tuple[Edit, ...]] | None:
+        """(candidate, its edits in the order applied) for ``point``; None when a transformation does not apply
+        at this combination, the launch geometry does not divide, or the point is the identity."""
         key = tuple(sorted(point.items()))
         if key not in self._cache:
             self._cache[key] = self._build(point)
         return self._cache[key]
 
-    def _build(self, point: Point) -> tuple[Candidate, str] | None:
+    def _build(self, point: Point) -> tuple[Candidate, tuple[Edit, ...]] | None:
         if point == self.identity() or set(point) != set(self.params):
             return None
         fx, fy = point.get("coarsen_x", 1), point.get("coarsen_y", 1)
@@ -171,18 +172,18 @@ class DerivedSpace:
         built = self._transformed(tuple(steps))
         if built is None:
             return None
-        c, labels = built[0], list(built[1])
+        c, edits = built
         shape = point.get("work_group", KEEP)
         if shape != KEEP:
             local = shape.split(",")
             if not self._divides(c.global_size, local):
                 return None
             c = c.model_copy(update={"local_size": local})
-            labels.append(f"work-group ({', '.join(local)})")
-        return c.model_copy(update={"params": dict(point)}), "; ".join(labels)
+            edits = (*edits, Edit(name="work_group", values={"shape": shape}, label=f"work-group ({', '.join(local)})"))
+        return c.model_copy(update={"params": dict(point)}), edits
 
-    def _transformed(self, steps: tuple[Step, ...]) -> tuple[Candidate, tuple[str, ...]] | None:
-        """The base with ``steps`` applied in order, and their labels; None where one does not apply. Each
+    def _transformed(self, steps: tuple[Step, ...]) -> tuple[Candidate, tuple[Edit, ...]] | None:
+        """The base with ``steps`` applied in order, and their edits; None where one does not apply. Each
         prefix of the chain is built once: most points differ from others only in their work-group shape or
         their last step, and building a coarsened kernel or unrolling one takes a tenth of a second (a 2-D
         stencil's first round built 400 coarsened kernels for 128 children, 50 s of a 130 s step)."""
@@ -193,7 +194,7 @@ class DerivedSpace:
             self._steps[steps] = None if before is None else self._apply(steps[-1], *before)
         return self._steps[steps]
 
-    def _apply(self, step: Step, c: Candidate, labels: tuple[str, ...]) -> tuple[Candidate, tuple[str, ...]] | None:
+    def _apply(self, step: Step, c: Candidate, edits: tuple[Edit, ...]) -> tuple[Candidate, tuple[Edit, ...]] | None:
         name, value = step
         task = self.task
         try:
@@ -214,7 +215,7 @@ class DerivedSpace:
             return None
         if len(result.candidate.source) > MAX_COARSENED_CHARS:
             return None
-        return result.candidate, (*labels, result.label)
+        return result.candidate, (*edits, result.edit)
 
     def _divides(self, global_size: list[str], local: list[str]) -> bool:
         if len(local) != len(global_size):

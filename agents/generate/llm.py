@@ -58,7 +58,7 @@ def _args(task: Task) -> str:
     lines = []
     for arg in task.spec.args:
         if isinstance(arg, BufferArg):
-            lines.append(f"- {arg.name}: buffer of {arg.dtype} [{' x '.join(map(str, arg.shape))}], {arg.intent}")
+            lines.append(f"- {arg.name}: buffer of {arg.dtype} [{' x '.join(map(str, arg.shape))}], {arg.direction}")
         elif isinstance(arg, LocalArg):
             lines.append(f"- {arg.name}: __local memory of {arg.dtype} [{' x '.join(map(str, arg.shape))}] per "
                          "work-group (sized by the host; keep the work-group size)")
@@ -202,7 +202,7 @@ def to_candidate(item: Any, task: Task, parent: Candidate, generator: str) -> Ca
     intent = " ".join(intent.split())[:MAX_INTENT_CHARS] if isinstance(intent, str) and intent.strip() else ""
     return Candidate(task=task.name, source=source.strip() + "\n", global_size=global_size, local_size=local_size,
                      build_options=[o.strip() for o in options if o.strip()], parent=parent.hash,
-                     intent=intent or "llm rewrite (no intent given)", generator=generator)
+                     origin="llm", note=intent or "llm rewrite (no intent given)", generator=generator)
 
 
 def _exprs(value: Any) -> list[str] | None:

@@ -27,7 +27,7 @@ import itertools
 import math
 import random
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -37,7 +37,8 @@ from kernelcast.agents.generate.base import FAST_MATH_OPTIONS, GenerationContext
 from kernelcast.agents.generate.kernel_ast import (K, KernelParseError, ParsedSource, Span, counted_loop, does_float_math,
                                           header_parts, observes_work_group, parse, walk)
 from kernelcast.agents.generate.space_filling import space_filling
-from kernelcast.tools.core.candidate import DERIVED_BASE, DERIVED_INTENT, Candidate, normalize_source
+from kernelcast.tools.core.candidate import DERIVED_BASE, Candidate, normalize_source
+from kernelcast.tools.core.edit import Edit, Origin
 from kernelcast.tools.core.expr import ExpressionError, evaluate_int
 from kernelcast.tools.core.task import Task
 
@@ -112,12 +113,21 @@ def local_size_independent(source: str, language: str, entry: str | None = None)
 
 # ---- generic edits -------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Edit:
-    """One semantics-preserving change; edits with the same slot are alternatives, never combined."""
+class GenericEdit:
+    """One semantics-preserving change valid for any kernel: what it is (``edit``, the data a variant carries)
+    and how to make it; edits with the same slot are alternatives, never combined."""
 
     slot: str
-    label: str
+    edit: Edit
     apply: Callable[[Candidate], Candidate]
+
+    @property
+    def label(self) -> str:
+        return self.edit.label
+
+
+def _generic(name: str, label: str, **values: int | str | None) -> Edit:
+    return Edit(name=name, values=values, label=label, generic=True)
 
 
 def _set_local(local: list[str]) -> Callable[[Candidate], Candidate]:
@@ -215,37 +225,42 @@ def computes_floats(task: Task, candidate: Candidate) -> bool:
         return True
 
 
-def generic_edits(task: Task, candidate: Candidate, max_wg: int, rng: random.Random) -> list[Edit]:
+def generic_edits(task: Task, candidate: Candidate, max_wg: int, rng: random.Random) -> list[GenericEdit]:
     """Every single generic edit applicable to ``candidate``."""
-    edits: list[Edit] = []
+    edits: list[GenericEdit] = []
     if local_size_independent(candidate.source, task.language, task.spec.entry):
         for local in local_size_choices(task, candidate, max_wg, rng):
-            edits.append(Edit("local", f"work-group ({', '.join(local)})", _set_local(local)))
+            edits.append(GenericEdit("local", _generic("local_size", f"work-group ({', '.join(local)})",
+                                                       shape=",".join(local)), _set_local(local)))
     options = SAFE_OPTIONS.get(task.language, []) + (
         FAST_OPTIONS.get(task.language, []) if task.spec.tolerance.allow_fast_math else [])
     if not computes_floats(task, candidate):
         options = [o for o in options if o not in FLOAT_MATH_OPTIONS]
     for option in options:
         if option not in candidate.build_options:
-            edits.append(Edit(f"option {option}", f"build option {option}", _add_option(option)))
+            edits.append(GenericEdit(f"option {option}", _generic("build_option", f"build option {option}",
+                                                                  option=option), _add_option(option)))
     for site in pragma_sites(candidate.source, task.language, task.spec.entry):
         if site.has_pragma:
             continue
         factors: list[int | None] = [*UNROLL_FACTORS, *([None] if site.constant_bound else [])]
         for factor in factors:
             label = f"#pragma unroll{'' if factor is None else f' {factor}'} on '{site.header}'"
-            edits.append(Edit(f"loop {site.ordinal}", label,
-                              _unroll_pragma(task.language, task.spec.entry, site.ordinal, factor)))
+            edits.append(GenericEdit(f"loop {site.ordinal}",
+                                     _generic("unroll_pragma", label, factor=factor, header=site.header,
+                                              loop=site.ordinal),
+                                     _unroll_pragma(task.language, task.spec.entry, site.ordinal, factor)))
     return edits
 
 
-def _nothing_covered(edit: Edit) -> bool:
+def _nothing_covered(edit: GenericEdit) -> bool:
     return False
 
 
 def generic_variants(task: Task, base: Candidate, max_wg: int, rng: random.Random,
-                     covered: Callable[[Edit], bool] = _nothing_covered) -> Iterator[tuple[Candidate, str]]:
-    """(variant, label): single edits in random order, then pairs of edits in different slots; none that
+                     covered: Callable[[GenericEdit], bool] = _nothing_covered
+                     ) -> Iterator[tuple[Candidate, tuple[Edit, ...]]]:
+    """(variant, its edits): single edits in random order, then pairs of edits in different slots; none that
     ``covered`` says the parent's own space already offers."""
     edits = [e for e in generic_edits(task, base, max_wg, rng) if not covered(e)]
     singles = [(e,) for e in edits]
@@ -256,7 +271,7 @@ def generic_variants(task: Task, base: Candidate, max_wg: int, rng: random.Rando
         candidate = base
         for edit in combo:
             candidate = edit.apply(candidate)
-        yield candidate, "; ".join(e.label for e in combo)
+        yield candidate, tuple(e.edit for e in combo)
 
 
 # ---- template moves ---------------------------------------------------------------------------
@@ -351,15 +366,15 @@ def _remaining(space: DerivedSpace, rng: random.Random) -> Iterator[Point]:
 
 
 def derived_points(space: DerivedSpace, parent_point: Point | None, context: GenerationContext,
-                   rng: random.Random, report: ProposalReport) -> Iterator[tuple[Candidate, str]]:
-    """(candidate, label) of a derived template: a space-filling design around no point, else neighbours of
+                   rng: random.Random, report: ProposalReport) -> Iterator[tuple[Candidate, tuple[Edit, ...]]]:
+    """(candidate, its edits) of a derived template: a space-filling design around no point, else neighbours of
     the parent's point interleaved with design points. Points whose transformations do not apply are skipped."""
     base_tag = {DERIVED_BASE: space.base.hash[:12]}
     measured = [{k: v for k, v in p.items() if k != DERIVED_BASE} for p in context.measured_points
                 if p.get(DERIVED_BASE) == base_tag[DERIVED_BASE]]
     fresh = _Fresh(measured, report)
 
-    def built(point: Point) -> tuple[Candidate, str] | None:
+    def built(point: Point) -> tuple[Candidate, tuple[Edit, ...]] | None:
         return space.instantiate(point)
 
     design = itertools.chain(space_filling(space.params, context.seed, count=DESIGN_DRAWS,
@@ -376,8 +391,8 @@ def derived_points(space: DerivedSpace, parent_point: Point | None, context: Gen
         made = built(point)
         if made is None:
             continue
-        candidate, label = made
-        yield candidate.model_copy(update={"params": {**point, **base_tag}}), label
+        candidate, edits = made
+        yield candidate.model_copy(update={"params": {**point, **base_tag}}), edits
 
 
 def interleave(streams: list[tuple[Iterator[T], int]]) -> Iterator[T]:
@@ -398,7 +413,7 @@ _DONE = object()
 
 
 # ---- the generator -------------------------------------------------------------------------------
-def _in_space(space: DerivedSpace) -> Callable[[Edit], bool]:
+def _in_space(space: DerivedSpace) -> Callable[[GenericEdit], bool]:
     """The generic edits a derived point's own space already offers as parameters: its work-group shape, and
     loop unrolling when the space unrolls. A variant of a derived point made by one of them is a neighbour of
     the point under another name, and one without params: expanded, it roots a new derived template on itself
@@ -457,21 +472,22 @@ class OfflineGenerator:
         if task.language == "cuda":
             max_wg = min(max_wg, 1024)
 
-        def finish(c: Candidate, intent: str) -> Candidate:
-            return c.model_copy(update={"parent": parent.hash, "intent": intent, "generator": self.name})
+        def finish(c: Candidate, origin: Origin, edits: Sequence[Edit], note: str = "") -> Candidate:
+            return c.model_copy(update={"parent": parent.hash, "origin": origin, "edits": list(edits), "note": note,
+                                        "generator": self.name})
 
-        def variants_of_parent(of_point: bool, covered: Callable[[Edit], bool] = _nothing_covered
+        def variants_of_parent(of_point: bool, covered: Callable[[GenericEdit], bool] = _nothing_covered
                                ) -> Iterator[Candidate]:
             """Generic edits of the parent. A variant of a (template or derived) point is no point of its
-            template: it carries no params, so the point's own identity stays the point's."""
-            return (finish(c, f"{parent.intent or 'parent'} + {label}" if of_point else f"generic: {label}")
-                    .model_copy(update={"params": None})
-                    for c, label in generic_variants(task, parent, max_wg, rng, covered))
+            template: it carries no params, so the point's own identity stays the point's; it keeps the point's
+            origin and edits, the generic ones after them. A variant of any other kernel is a "variant"."""
+            return ((finish(c, parent.origin, [*parent.edits, *edits], parent.note) if of_point
+                     else finish(c, "variant", edits)).model_copy(update={"params": None})
+                    for c, edits in generic_variants(task, parent, max_wg, rng, covered))
 
         if task.spec.template is None:
             space, point = self.derived_space(task, parent, max_wg)
-            derived = (finish(c, f"{DERIVED_INTENT}{label}")
-                       for c, label in derived_points(space, point, context, rng, report))
+            derived = (finish(c, "derived", edits) for c, edits in derived_points(space, point, context, rng, report))
             covered = _in_space(space) if point is not None else _nothing_covered
             yield from interleave([(derived, TEMPLATE_SHARE), (variants_of_parent(point is not None, covered), 1)])
             return

@@ -15,7 +15,7 @@ from kernelcast.agents.generate.base import Tried
 from kernelcast.agents.generate.kernel_ast import KernelParseError
 from kernelcast.agents.generate.offline import DEFAULT_MAX_WG
 from kernelcast.agents.generate.transforms import NotApplicable
-from kernelcast.tools.core.candidate import DERIVED_INTENT
+from kernelcast.tools.core.edit import DERIVED_INTENT
 from kernelcast.tools.core.expr import ExpressionError, evaluate, evaluate_int
 from kernelcast.tools.core.measurement import HardwareSpec
 from kernelcast.tools.core.task import Task

@@ -15,10 +15,12 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field, model_validator
 
+from kernelcast.tools.core.edit import Edit, Origin, render_intent
 from kernelcast.tools.core.expr import ExpressionError, evaluate
 from kernelcast.tools.core.expr import parse as parse_expression
+from kernelcast.tools.core.legacy_intent import parse_legacy_intent
 from kernelcast.tools.core import language as lang
 from kernelcast.tools.core.language import OPENCL, language_of_source
 from kernelcast.tools.core.signature import KernelSignatureError, kernel_params
@@ -166,7 +168,6 @@ def canonical_source(source: str, language: str = OPENCL.name, build_options: tu
 # key of a derived point's params naming the kernel its transformations were applied to (the short hash of that
 # kernel): bookkeeping for the generator, not a tunable value, so no model reads it as one
 DERIVED_BASE = "base"
-DERIVED_INTENT = "derived: "  # how a derived point's intent starts: "derived: <its transformations>"
 
 
 class Candidate(BaseModel):
@@ -181,12 +182,32 @@ class Candidate(BaseModel):
     build_options: list[str] = Field(default_factory=list, max_length=64)
     params: dict[str, Any] | None = None
     parent: str | None = None
-    intent: str = ""
+    origin: Origin = "written"
+    edits: list[Edit] = Field(default_factory=list)  # what made it (tools.core.edit); models read these
+    note: str = ""  # its author's own words (a user's, an LLM's, an external agent's), for written kernels
     generator: str = "user"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_intent(cls, data: Any) -> Any:
+        """A candidate serialized before edits were data carries only its intent text: read it into its origin
+        and edits once, here (a dump's rendered ``intent`` beside its edits is dropped)."""
+        if isinstance(data, dict) and "intent" in data:
+            data = dict(data)
+            intent = data.pop("intent")
+            if not {"origin", "edits", "note"} & set(data):
+                data.update(parse_legacy_intent(str(intent or ""), data.get("params"), data.get("generator")))
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def intent(self) -> str:
+        """What the change is, in one line for people and prompts: rendered from the edits, never parsed."""
+        return render_intent(self.origin, self.edits, self.note)
 
     @property
     def hash(self) -> str:
-        """Content hash: task + preprocessed source + geometry + options (not intent/parent)."""
+        """Content hash: task + preprocessed source + geometry + options (not origin, edits or parent)."""
         return content_hash(self.task, self.source, tuple(self.global_size), tuple(self.local_size or ()),
                             tuple(sorted(self.build_options)), language_of_source(self.source).name)
 
@@ -247,12 +268,12 @@ def check_signature(candidate_source: str, reference_source: str, entry: str, la
 
 def candidate_from_source(task: "Task", source: str, global_size: list[str] | None = None,
                           local_size: list[str] | None = None, build_options: list[str] | None = None,
-                          intent: str = "user kernel") -> Candidate:
+                          note: str = "user kernel") -> Candidate:
     """A user's kernel source; launch geometry defaults to the reference's unless given."""
     ref = task.reference()
     return Candidate(task=task.name, source=source, global_size=global_size or ref.global_size,
                      local_size=local_size if local_size is not None else ref.local_size,
-                     build_options=build_options or [], intent=intent, generator="user")
+                     build_options=build_options or [], origin="written", note=note, generator="user")
 
 
 def candidate_from_file(path: str, task: "Task", global_size: list[str] | None = None,

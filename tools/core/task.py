@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import (BaseModel, ConfigDict, Discriminator, Field, StrictInt, Tag, ValidationError,
                       field_validator, model_validator)
 
+from kernelcast.tools.core.edit import TEMPLATE_POINT, Edit
 from kernelcast.tools.core.expr import ExpressionError, evaluate, evaluate_int, names_in
 from kernelcast.tools.core import language as lang
 from kernelcast.tools.core.language import LanguageName
@@ -55,11 +56,16 @@ class _Strict(BaseModel):
 class BufferArg(_Strict):
     """A device buffer argument."""
 
+    # code says `direction`; the task file, dumps and the task fingerprint keep the key `intent`
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=True, validate_by_alias=True,
+                              serialize_by_alias=True)
+
     name: str
     kind: Literal["buffer"] = "buffer"
     dtype: Literal[DTYPES]  # type: ignore[valid-type]
     shape: list[str | int] = Field(min_length=1)
-    intent: Literal["in", "out", "inout"]
+    # the task file's key is ``intent``; in code it is the buffer's direction (a candidate's intent is its text)
+    direction: Literal["in", "out", "inout"] = Field(alias="intent")
     init: Literal[INITS] = "uniform"  # type: ignore[valid-type]
     low: float = -1.0
     high: float = 1.0
@@ -193,7 +199,7 @@ class TaskSpec(_Strict):
         names = [a.name for a in self.args]
         if len(set(names)) != len(names):
             raise ValueError("argument names must be unique")
-        if not any(isinstance(a, BufferArg) and a.intent in ("out", "inout") for a in self.args):
+        if not any(isinstance(a, BufferArg) and a.direction in ("out", "inout") for a in self.args):
             raise ValueError("at least one buffer must have intent 'out' or 'inout'")
         sizes = dict(self.sizes)
         for label, table in (("sizes", self.sizes), ("small_sizes", self.small_sizes or {})):
@@ -322,7 +328,7 @@ class Task:
             source=self.source,
             global_size=[str(e) for e in launch.global_size],
             local_size=[str(e) for e in launch.local_size] if launch.local_size else None,
-            intent="reference kernel",
+            origin="reference", note="reference kernel",
             generator="reference",
         )
 
@@ -403,10 +409,16 @@ class Task:
             global_size=[_substitute(e, params) for e in launch.global_size],
             local_size=[_substitute(e, params) for e in launch.local_size] if launch.local_size else None,
             params=dict(params),
-            intent=intent or "template point " + ", ".join(f"{k}={v}" for k, v in sorted(params.items())),
+            origin="template", edits=[template_point(params, intent)],
             parent=parent,
             generator=generator,
         )
+
+
+def template_point(params: dict[str, Any], label: str | None = None) -> Edit:
+    """The edit that chose a template point: its parameters, and how it was chosen (``label``)."""
+    return Edit(name=TEMPLATE_POINT, values=dict(params),
+                label=label or "template point " + ", ".join(f"{k}={v}" for k, v in sorted(params.items())))
 
 
 def _substitute(expr: str | int, params: dict[str, Any]) -> str:

@@ -93,7 +93,7 @@ def make_inputs(task: Task, sizes: dict[str, int], seed: int) -> dict[str, np.nd
     rng = np.random.default_rng(seed)
     arrays: dict[str, np.ndarray] = {}
     for arg in task.spec.args:
-        if not isinstance(arg, BufferArg) or arg.intent == "out":
+        if not isinstance(arg, BufferArg) or arg.direction == "out":
             continue
         arrays[arg.name] = _init_array(arg, buffer_count(arg, sizes), rng)
     return arrays
@@ -198,7 +198,7 @@ def bind_args(runner: Runner, task: Task, sizes: dict[str, int], inputs: dict[st
             dtype, count = np.dtype(arg.dtype), buffer_count(arg, sizes)
             buf = runner.alloc(count * dtype.itemsize)
             bufs[arg.name] = buf
-            runner.upload(buf, inputs[arg.name] if arg.intent != "out" else fill(dtype, count))
+            runner.upload(buf, inputs[arg.name] if arg.direction != "out" else fill(dtype, count))
             args.append(buf)
     except Exception:
         for buf in bufs.values():
@@ -223,7 +223,7 @@ def run_once(runner: Runner, task: Task, kernel: Any, sizes: dict[str, int], inp
             if not runner.guards_intact(buf):
                 problems.append(f"out-of-bounds write: the guard zone around buffer {arg.name!r} was overwritten")
             data = runner.download(buf, np.dtype(arg.dtype), buffer_count(arg, sizes))
-            if arg.intent == "in":
+            if arg.direction == "in":
                 if not same_bytes(data, inputs[arg.name]):
                     problems.append(f"read-only input {arg.name!r} was modified by the kernel")
             else:
@@ -532,9 +532,9 @@ class Harness:
                 rival_args, rival_bufs = bind_args(runner, task, sizes, inputs)
             except DeviceRuntimeError as exc:
                 rival_problems.append(f"its buffers could not be allocated: {exc}")
-        fresh = {arg.name: (inputs[arg.name] if arg.intent == "inout" else poison(np.dtype(arg.dtype),
+        fresh = {arg.name: (inputs[arg.name] if arg.direction == "inout" else poison(np.dtype(arg.dtype),
                                                                                   buffer_count(arg, sizes)))
-                 for arg in task.spec.args if isinstance(arg, BufferArg) and arg.intent != "in"}
+                 for arg in task.spec.args if isinstance(arg, BufferArg) and arg.direction != "in"}
         # device copies of what each written buffer holds before a launch (inout inputs, output poison),
         # restored from on the device: a device copy is cheap everywhere, while a patterned fill is slower than
         # the kernel itself on Intel's CPU runtime

@@ -24,6 +24,8 @@ import sqlite_utils
 from pydantic import BaseModel, ValidationError
 
 from kernelcast.tools.core.candidate import Candidate
+from kernelcast.tools.core.edit import Edit
+from kernelcast.tools.core.legacy_intent import parse_legacy_intent
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement
 from kernelcast.tools.store.records import (DeviceProbeRecord, EventRecord, ForecastRecord, MeasuredForecast,
                                       ProbeVerdictRecord, RunRecord)
@@ -35,7 +37,7 @@ __all__ = ["DamagedRow", "EventRecord", "ForecastRecord", "InvalidRunId", "Measu
 
 RecordT = TypeVar("RecordT", bound=BaseModel)
 
-SCHEMA_VERSION = 4  # = len(MIGRATIONS); add a step there before changing the schema
+SCHEMA_VERSION = 5  # = len(MIGRATIONS); add a step there before changing the schema
 
 
 def _now() -> str:
@@ -187,13 +189,15 @@ class Store:
         return None if record is None else record.value
 
     def add_candidate(self, candidate: Candidate) -> str:
-        """Insert once by content hash (first parent/intent wins); returns the hash."""
+        """Insert once by content hash (first parent/edits win); returns the hash. The rendered intent is kept
+        beside the edits, for listings that show it without rebuilding candidates."""
         with self.db.conn:
             self.db.table("candidates").insert({
                 "hash": candidate.hash, "task": candidate.task, "source": candidate.source,
                 "global_size": json.dumps(candidate.global_size), "local_size": json.dumps(candidate.local_size),
                 "build_options": json.dumps(candidate.build_options), "params": json.dumps(candidate.params),
                 "parent": candidate.parent, "intent": candidate.intent, "generator": candidate.generator,
+                "origin": candidate.origin, "edits": _edits_json(candidate.edits), "note": candidate.note,
                 "created_at": _now()}, pk="hash", ignore=True)
         return candidate.hash
 
@@ -561,8 +565,12 @@ def _visible(visible_to: str | None, prefix: str = "") -> tuple[str, list[str]]:
 def _row_to_candidate(row: dict[str, Any]) -> Candidate:
     return Candidate(task=row["task"], source=row["source"], global_size=json.loads(row["global_size"]),
                      local_size=json.loads(row["local_size"]), build_options=json.loads(row["build_options"]),
-                     params=json.loads(row["params"]), parent=row["parent"], intent=row["intent"] or "",
-                     generator=row["generator"] or "")
+                     params=json.loads(row["params"]), parent=row["parent"], origin=row["origin"] or "written",
+                     edits=json.loads(row["edits"] or "[]"), note=row["note"] or "", generator=row["generator"] or "")
+
+
+def _edits_json(edits: list[Edit]) -> str:
+    return json.dumps([e.model_dump(mode="json") for e in edits])
 
 
 def _v1_base(db: sqlite_utils.Database) -> None:
@@ -616,5 +624,20 @@ def _v4_replayed_measurements(db: sqlite_utils.Database) -> None:
         db.table("measurements").add_column("replayed", int, not_null_default=0)
 
 
+def _v5_candidate_edits(db: sqlite_utils.Database) -> None:
+    """A candidate's origin, edits and note as data (``tools.core.edit``): older rows carry only their intent
+    text, read here once into edits that render back to the same text."""
+    table = db.table("candidates")
+    for column in ("origin", "edits", "note"):
+        if column not in table.columns_dict:
+            table.add_column(column, str)
+    rows = db.execute("select hash, intent, params, generator from candidates where origin is null").fetchall()
+    for key, intent, params, generator in rows:
+        old = parse_legacy_intent(intent or "", json.loads(params or "null"), generator)
+        db.execute("update candidates set origin = ?, edits = ?, note = ? where hash = ?",
+                   [old["origin"], _edits_json(old["edits"]), old["note"], key])
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1_base, _v2_probes_and_run_owners,
-                                                             _v3_run_calibration_group, _v4_replayed_measurements]
+                                                             _v3_run_calibration_group, _v4_replayed_measurements,
+                                                             _v5_candidate_edits]

@@ -2,10 +2,11 @@
 
 Each transformation is one module with one job. It checks its preconditions on the AST of the entry
 kernel only (other kernels in the file are never edited), prints valid source (the result is parsed
-again before it is returned), and names itself and its parameters in a label that ends up in the
-candidate's intent ("coarsen x4 y4 cyclic + jam; scalar-replace C[i]"), so the forecaster learns from
-the edit. A transformation that does not apply raises :class:`NotApplicable` with the reason. The
-harness's correctness check (3 seeds against the reference) stays the safety net.
+again before it is returned), and returns what it did as an :class:`~kernelcast.tools.core.edit.Edit`: its
+name, its parameter values and a label the candidate's intent is rendered from ("coarsen x4 y4 cyclic + jam;
+scalar-replace C[i]"), so the forecaster reads the edit, not the text. A transformation that does not apply
+raises :class:`NotApplicable` with the reason. The harness's correctness check (3 seeds against the reference)
+stays the safety net.
 
 The library (each module's docstring says why its edit is legal): :mod:`.scalar_replace`,
 :mod:`.restrict`, :mod:`.coarsen` (with jam; its ``vector`` mapping is :mod:`.vectorize`), :mod:`.unroll`,
@@ -20,6 +21,7 @@ from functools import lru_cache
 
 from kernelcast.agents.generate.kernel_ast import KernelParseError, ParsedSource, parse
 from kernelcast.tools.core.candidate import Candidate
+from kernelcast.tools.core.edit import Edit, Value
 from kernelcast.tools.core.errors import InputError
 
 
@@ -29,10 +31,19 @@ class NotApplicable(InputError, ValueError):
 
 @dataclass(frozen=True)
 class Rewritten:
-    """A transformed candidate and the label naming what was done."""
+    """A transformed candidate and the edit that made it."""
 
     candidate: Candidate
-    label: str
+    edit: Edit
+
+    @property
+    def label(self) -> str:
+        return self.edit.label
+
+
+def rewritten(candidate: Candidate, name: str, label: str, **values: Value) -> Rewritten:
+    """The result of transformation ``name`` with its parameter ``values``."""
+    return Rewritten(candidate, Edit(name=name, values=values, label=label))
 
 
 @lru_cache(maxsize=64)

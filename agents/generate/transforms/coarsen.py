@@ -41,7 +41,7 @@ from kernelcast.agents.generate.kernel_ast import (
     value_type,
     walk,
 )
-from kernelcast.agents.generate.transforms import NotApplicable, Rewritten, checked, entry_of
+from kernelcast.agents.generate.transforms import NotApplicable, Rewritten, checked, entry_of, rewritten
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.expr import ExpressionError, evaluate
 from kernelcast.tools.core.task import Task
@@ -398,4 +398,5 @@ def coarsen(task: Task, candidate: Candidate, fx: int, fy: int = 1, mapping: str
     label = f"coarsen x{fx} y{fy} {mapping} + jam"
     if jammer.shared_loads:
         label += f" ({jammer.loads_total - jammer.shared_loads} of {jammer.loads_total} loads issued)"
-    return Rewritten(checked(candidate, source, language, entry, global_size=glob, local_size=local), label)
+    return rewritten(checked(candidate, source, language, entry, global_size=glob, local_size=local), "coarsen", label,
+                     x=fx, y=fy, mapping=mapping)

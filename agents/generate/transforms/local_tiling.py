@@ -50,7 +50,7 @@ from kernelcast.agents.generate.kernel_ast import (
     value_type,
     walk,
 )
-from kernelcast.agents.generate.transforms import NotApplicable, Rewritten, checked, entry_of, fresh_name
+from kernelcast.agents.generate.transforms import NotApplicable, Rewritten, checked, entry_of, fresh_name, rewritten
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.expr import ExpressionError, evaluate_int
 from kernelcast.tools.core.task import ScalarArg, Task
@@ -330,4 +330,5 @@ def local_tile(task: Task, candidate: Candidate, tile: int) -> Rewritten:
     names = ",".join(dict.fromkeys(s.buffer for s in staged))
     label = f"local-tile {tile}x{tile} {names}"
     local = [str(tile), str(tile)]
-    return Rewritten(checked(candidate, new_source, task.language, task.spec.entry, local_size=local), label)
+    return rewritten(checked(candidate, new_source, task.language, task.spec.entry, local_size=local), "local_tile",
+                     label, tile=tile)

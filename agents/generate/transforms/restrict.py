@@ -14,7 +14,7 @@ from kernelcast.agents.generate.kernel_ast import (
     is_global_pointer,
     readonly_pointers,
 )
-from kernelcast.agents.generate.transforms import NotApplicable, Rewritten, checked, entry_of
+from kernelcast.agents.generate.transforms import NotApplicable, Rewritten, checked, entry_of, rewritten
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.task import Task
 
@@ -46,4 +46,4 @@ def restrict_const(task: Task, candidate: Candidate) -> Rewritten:
     source = ps.edited(edits)
     label = ", ".join(filter(None, [f"restrict on {', '.join(restricted)}" if restricted else "",
                                     f"const on {', '.join(consts)}" if consts else ""]))
-    return Rewritten(checked(candidate, source, language, entry), label)
+    return rewritten(checked(candidate, source, language, entry), "restrict", label)

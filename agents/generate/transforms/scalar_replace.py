@@ -30,6 +30,7 @@ from kernelcast.agents.generate.transforms import (
     checked,
     entry_of,
     fresh_name,
+    rewritten,
 )
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.task import Task
@@ -109,4 +110,5 @@ def scalar_replace(task: Task, candidate: Candidate) -> Rewritten:
         labels.append(f"scalar-replace {text}")
     if not labels:
         raise NotApplicable("no global location is read and written at a loop-invariant index inside a loop")
-    return Rewritten(checked(candidate, source, language, entry), "; ".join(labels))
+    return rewritten(checked(candidate, source, language, entry), "scalar_replace", "; ".join(labels),
+                     accesses=len(labels))

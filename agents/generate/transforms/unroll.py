@@ -21,7 +21,7 @@ from kernelcast.agents.generate.kernel_ast import (
     used_decls,
     walk,
 )
-from kernelcast.agents.generate.transforms import NotApplicable, Rewritten, checked, entry_of
+from kernelcast.agents.generate.transforms import NotApplicable, Rewritten, checked, entry_of, rewritten
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.task import Task
 
@@ -76,4 +76,5 @@ def unroll(task: Task, candidate: Candidate, factor: int) -> Rewritten:
         edits.append(Span(*ps.stmt_span(loop.cursor), text))
     source = ps.edited(edits)
     names = ", ".join(dict.fromkeys(re.sub(r"_kc[0-9x]+$", "", loop.var) for loop in loops))  # coarsened copies
-    return Rewritten(checked(candidate, source, language, entry), f"unroll {names} x{factor} + remainder")
+    return rewritten(checked(candidate, source, language, entry), "unroll", f"unroll {names} x{factor} + remainder",
+                     factor=factor)
