@@ -10,8 +10,8 @@ from kernelcast.agents.registry import EXTERNAL, make_forecaster, make_generator
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunContext, RunEnv
 from kernelcast.graphs.errors import RunError
-from kernelcast.graphs.search.graph import execute
-from kernelcast.graphs.search.nodes import confirm_reserve
+from kernelcast.graphs.search.graph import check_checkpoint, execute
+from kernelcast.graphs.search.budget import confirm_reserve
 from kernelcast.graphs.search.result import RunResult
 from kernelcast.graphs.route.trust import calibration_group
 from kernelcast.tools.core.measurement import MeasureConfig
@@ -41,10 +41,13 @@ def check_startable(config: RunConfig) -> None:
         raise ValueError(f"--parallel must be at least 1 (measurements in flight), got {config.parallel}")
 
 
-def make_agents(config: RunConfig, store: Store, env: RunEnv, measurer: Measurer) -> tuple[Generator, Forecaster]:
-    """The run's generator and forecaster (an unknown name or a missing model raises here)."""
+def make_agents(config: RunConfig, store: Store, env: RunEnv, measurer: Measurer,
+                generator: Generator | None = None) -> tuple[Generator, Forecaster]:
+    """The run's generator and forecaster (an unknown name or a missing model raises here); ``generator``: one
+    made by the caller (a session's caller is its generator, which no registry builds)."""
     task = resolve_task(config.task)
-    generator = make_generator(config.generator, worker=measurer, model=config.model, api_base=env.api_base)
+    generator = generator or make_generator(config.generator, worker=measurer, model=config.model,
+                                            api_base=env.api_base)
     training = Store(config.training_db) if config.training_db else store
     forecaster = make_forecaster(config.forecaster, store=training, device=measurer.hardware_spec().key,
                                  model=config.model, api_base=env.api_base,
@@ -52,16 +55,17 @@ def make_agents(config: RunConfig, store: Store, env: RunEnv, measurer: Measurer
     return generator, forecaster
 
 
-def build_context(run_id: str, config: RunConfig, store: Store, env: RunEnv, measurer: Measurer,
-                  agents: tuple[Generator, Forecaster] | None = None) -> RunContext:
-    """The run's context (``agents``: made already, see :func:`make_agents`); it records what the run's
-    calibration rows are kept under on every start and resume (a run begun before groups were recorded gets
-    one when it is resumed)."""
+def open_run(run_id: str, config: RunConfig, store: Store, env: RunEnv, measurer: Measurer,
+             agents: tuple[Generator, Forecaster] | None = None, generator: Generator | None = None) -> RunContext:
+    """THE opening of a run's context, for start, resume, sessions, the studio and the benches (``agents``: made
+    already, see :func:`make_agents`; ``generator``: the caller's own). It records what the run's calibration
+    rows are kept under on every start and resume (a run begun before groups were recorded gets one when it is
+    resumed)."""
     task = resolve_task(config.task)
     group = calibration_group(task)
     store.update_run(run_id, calibration_group=group)
     hardware = measurer.hardware_spec()
-    generator, forecaster = agents or make_agents(config, store, env, measurer)
+    generator, forecaster = agents or make_agents(config, store, env, measurer, generator)
     return RunContext(run_id=run_id, config=config, task=task, store=store, measurer=measurer, generator=generator,
                       forecaster=forecaster, hardware=hardware, env=env, calibration_group=group,
                       measure_config=MeasureConfig(sizes=config.sizes, timeout_s=env.measure_timeout_s))
@@ -88,7 +92,7 @@ def start_run(config: RunConfig, store: Store, env: RunEnv, run_id: str | None =
         agents = make_agents(config, store, env, measurer)  # a missing model stops here too, before a run exists
         run_id = store.create_run(task.name, hardware.key, config.model_dump(), config.budget, run_id=run_id)
         store.update_run(run_id, folder=str(env.folder(run_id)))
-        ctx = build_context(run_id, config, store, env, measurer, agents)
+        ctx = open_run(run_id, config, store, env, measurer, agents)
         return execute(ctx, env.checkpoints)
 
 
@@ -105,8 +109,9 @@ def resume_run(run_id: str, store: Store, env: RunEnv) -> RunResult:
     if config.generator == EXTERNAL:
         raise RunError(f"run {row.id} is a session: its candidates come from its caller; reopen it with "
                        "session_status or kernelcast.Session(session=ID)")
+    check_checkpoint(env.checkpoints, row.id)  # before anything starts or the run is claimed
     with open_measurer(config, task_backend(config.task), store) as measurer:
-        ctx = build_context(row.id, config, store, env, measurer)
+        ctx = open_run(row.id, config, store, env, measurer)
         store.claim_run(row.id)
         return execute(ctx, env.checkpoints, resume=True)
 

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from kernelcast.agents.generate.base import Proposals
-from kernelcast.agents.registry import DEFAULT_GENERATOR
 from kernelcast.graphs.config import RunConfig, default
-from kernelcast.graphs.search.nodes import incumbent_of, standing
+from kernelcast.graphs.search.budget import Budget
+from kernelcast.graphs.search.graph import RECURSION_LIMIT, check_checkpoint, checkpointed_values, checkpointer
+from kernelcast.graphs.search.tree import incumbent_of, standing
 from kernelcast.graphs.search.result import RunResult
 from kernelcast.graphs.search.session_graph import EXTERNAL, SessionCommand, SubmittedCandidate
 from kernelcast.session_views import (SessionResult, SessionStatus, SubmitOutput, Suggestions, parent_suggestion,
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     from langgraph.graph.state import CompiledStateGraph
 
     from kernelcast.graphs.context import RunContext
-    from kernelcast.graphs.search.nodes import SearchNodes
     from kernelcast.graphs.search.session_graph import SessionState
     from kernelcast.tools.hardware.measurers.base import Measurer
 
@@ -80,8 +80,6 @@ class LiveSession:
 
     @property
     def graph_config(self) -> RunnableConfig:
-        from kernelcast.graphs.search.graph import RECURSION_LIMIT
-
         config: RunnableConfig = {"configurable": {"thread_id": self.session_id}, "recursion_limit": RECURSION_LIMIT}
         return config
 
@@ -91,10 +89,9 @@ class LiveSession:
     def state(self) -> SessionState:
         return cast("SessionState", dict(self.snapshot().values))
 
-    def search(self) -> SearchNodes:
-        from kernelcast.graphs.search.nodes import SearchNodes
-
-        return SearchNodes(self.ctx, carry_over=False)
+    def budget(self) -> Budget:
+        """The session's ledger and reserve (what it spent, what the search may still spend)."""
+        return Budget(self.store, self.session_id, self.ctx.config)
 
     def advance(self, graph_input: Any, on_event: EventCallback | None = None) -> None:
         """Run the graph until it waits for the caller again (or ends)."""
@@ -148,17 +145,12 @@ def _env(home: Path) -> Any:
 
 def _context(run_id: str, config: Any, store: Store, home: Path, measurer: Any) -> Any:
     """The run context of a session: a run's, with the caller as its generator."""
-    from kernelcast.graphs.run import build_context
+    from kernelcast.graphs.run import open_run
 
-    # build_context makes the generator by name and cannot build the caller: build with the default
-    # one, then put the caller in its place (and the real config back)
-    ctx = build_context(run_id, config.model_copy(update={"generator": DEFAULT_GENERATOR}), store, _env(home),
-                        measurer)
-    return replace(ctx, config=config, generator=ExternalGenerator())
+    return open_run(run_id, config, store, _env(home), measurer, generator=ExternalGenerator())
 
 
 def _compile(session_id: str, home: Path, store: Store, measurer: Any, config: Any) -> LiveSession:
-    from kernelcast.graphs.search.graph import checkpointer
     from kernelcast.graphs.search.session_graph import build_session_graph
 
     ctx = _context(session_id, config, store, home, measurer)
@@ -236,6 +228,7 @@ def _open_locked(session: str, home: Path | None) -> tuple[LiveSession | None, R
         raise SessionError(f"session {row.id} is open in process {row.owner_pid}; not driving it twice")
     measurer = None
     try:
+        check_checkpoint(home / "checkpoints.db", row.id)  # a checkpoint this code cannot read is refused
         config = RunConfig.of_run(row)
         measurer = open_measurer(config, resolve_task(config.task).backend, store)
         measurer.start()
@@ -260,15 +253,8 @@ def _open_locked(session: str, home: Path | None) -> tuple[LiveSession | None, R
 
 def _finished_values(home: Path | None, session_id: str) -> SessionState:
     """The last checkpointed state of a closed session, read without building its context."""
-    from kernelcast.graphs.search.graph import checkpointer
-
     home_path, _ = _places(home)
-    saver = checkpointer(home_path / "checkpoints.db")
-    try:
-        found = saver.get_tuple({"configurable": {"thread_id": session_id}})
-        return cast("SessionState", dict(found.checkpoint["channel_values"]) if found else {})
-    finally:
-        saver.conn.close()
+    return cast("SessionState", checkpointed_values(home_path / "checkpoints.db", session_id))
 
 
 # ---- the operations ------------------------------------------------------------------------------
@@ -330,8 +316,8 @@ def suggest_parents(session: str, count: int = 1, *, home: Path | None = None) -
             chosen.append(nxt)
         parents = [parent_suggestion(live.store, state, key, i == 0) for i, key in enumerate(chosen)]
         return Suggestions(session=live.session_id, task=live.ctx.task.name, parents=parents,
-                           hardware=live.ctx.hardware, budget=live.ctx.config.budget, spent=live.search().spent(),
-                           measurements_left=live.search().loop_allowance(state), incumbent=_incumbent(state))
+                           hardware=live.ctx.hardware, budget=live.ctx.config.budget, spent=live.budget().spent(),
+                           measurements_left=live.budget().allowance(state["nodes"]), incumbent=_incumbent(state))
 
 
 def submit_candidates(session: str, parent: str | None,
@@ -357,9 +343,9 @@ def submit_candidates(session: str, parent: str | None,
             problems = "; ".join(f"#{r.index} {r.rejection}: {' '.join(r.validation.split())[:300]}" for r in results)
             raise SessionError(f"no valid candidate in the submission (nothing was measured; the session goes on): "
                                f"{problems}")
-        search = live.search()
-        return SubmitOutput(session=live.session_id, parent=parent_key, results=results, spent=search.spent(),
-                            budget=live.ctx.config.budget, measurements_left=search.loop_allowance(state),
+        budget = live.budget()
+        return SubmitOutput(session=live.session_id, parent=parent_key, results=results, spent=budget.spent(),
+                            budget=live.ctx.config.budget, measurements_left=budget.allowance(state["nodes"]),
                             best_speedup=_incumbent(state) if state.get("best") else None,
                             best=shown_best(live.store, live.session_id, state.get("best")))
 
@@ -374,7 +360,7 @@ def session_status(session: str, *, home: Path | None = None) -> SessionStatus:
     else:
         live.lock.acquire()
         state, store = live.state(), live.store
-        left = live.search().loop_allowance(state)
+        left = live.budget().allowance(state["nodes"])
     try:
         nodes = state.get("nodes", {})
         counts: dict[str, int] = {}

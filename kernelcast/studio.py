@@ -16,7 +16,7 @@ from kernelcast.tools.core.settings import get_settings
 
 def make_graph(config: dict[str, Any] | None = None) -> Any:
     from kernelcast.api import run_env
-    from kernelcast.graphs.run import build_context, open_measurer
+    from kernelcast.graphs.run import open_measurer, open_run
     from kernelcast.tools.store.store import Store
     from kernelcast.tools.core.task import resolve_task
 
@@ -33,4 +33,4 @@ def make_graph(config: dict[str, Any] | None = None) -> Any:
     hardware = measurer.hardware_spec()
     if store.run(run_id) is None:
         store.create_run(run_config.task, hardware.key, run_config.model_dump(), run_config.budget, run_id=run_id)
-    return build_graph(build_context(run_id, run_config, store, run_env(), measurer)).compile()
+    return build_graph(open_run(run_id, run_config, store, run_env(), measurer)).compile()

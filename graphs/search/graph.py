@@ -18,7 +18,7 @@ from kernelcast.graphs.errors import SearchFailed
 from kernelcast.graphs.events import Error, Finish
 from kernelcast.graphs.search.nodes import SearchNodes, after_select, budget_check, should_measure
 from kernelcast.graphs.search.result import RunResult, build_result, write_run_folder
-from kernelcast.graphs.search.tree import SearchState
+from kernelcast.graphs.search.tree import SearchState, check_version
 
 RECURSION_LIMIT = 100_000
 
@@ -69,6 +69,23 @@ def checkpointer(path: Path) -> SqliteSaver:
     conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30.0)
     conn.execute("PRAGMA journal_mode=WAL")
     return SqliteSaver(conn)
+
+
+def checkpointed_values(path: Path, run_id: str) -> dict[str, Any]:
+    """The last checkpointed state of a run, read without building its context ({}: none)."""
+    saver = checkpointer(path)
+    try:
+        found = saver.get_tuple({"configurable": {"thread_id": run_id}})
+        return dict(found.checkpoint["channel_values"]) if found else {}
+    finally:
+        saver.conn.close()
+
+
+def check_checkpoint(path: Path, run_id: str) -> None:
+    """Refuse to continue a run whose checkpoint this code cannot read (a RunError naming the versions)."""
+    values = checkpointed_values(path, run_id)
+    if values:
+        check_version(values, run_id)
 
 
 def execute(ctx: RunContext, checkpoint_path: Path, resume: bool = False) -> RunResult:

@@ -6,7 +6,7 @@ select → await_candidates → forecast → route → (measure) → backup → 
 resumes it with ``Command(resume=SessionCommand(...))``. Submitted candidates pass the same
 :class:`~kernelcast.agents.generate.base.Validator` every generator's proposals pass (no host code, the
 reference's signature, not a duplicate, valid geometry and options, it compiles), and the valid ones
-become children of the parent exactly as :meth:`SearchNodes.generate` adds them; the rest of the round
+become children of the parent exactly as :meth:`ExpandStep.generate` adds them; the rest of the round
 (forecast, route, measure, back up) is :class:`SearchNodes`' own, so the budget, the reserve, the
 router and "a measurement is stored before its checkpoint" hold as in any run. A submission with no
 valid candidate changes nothing and waits again. The session ends only when the caller says finish.
@@ -32,9 +32,9 @@ from kernelcast.agents.registry import EXTERNAL  # the generator name of a sessi
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.search.graph import add_search_steps
-from kernelcast.graphs.search.nodes import SearchNodes, after_select, new_node
+from kernelcast.graphs.search.nodes import SearchNodes, after_select
 from kernelcast.graphs.search.puct import EXPANDABLE
-from kernelcast.graphs.search.tree import NodeRecord, SearchState, TreeEdit
+from kernelcast.graphs.search.tree import NodeRecord, SearchState, TreeEdit, new_node
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.task import Task, TaskError
 
@@ -150,7 +150,7 @@ class SessionNodes:
                                  global_size=item.global_size or parent.global_size,
                                  local_size=parent.local_size if item.local_size is None else (item.local_size or None),
                                  build_options=item.build_options, params=item.params, parent=parent_key,
-                                 intent=intent, generator=EXTERNAL)
+                                 origin="written", note=intent, generator=EXTERNAL)
             except ValidationError as exc:
                 problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
                 verdicts.append(Verdict(index=index, valid=False, intent=intent, reason=MALFORMED, detail=problems))

@@ -15,8 +15,9 @@ from kernelcast.graphs.route.risk_control import TrustThresholds
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunEnv
 from kernelcast.graphs.events import Spend
-from kernelcast.graphs.search.nodes import (best_measured, confirm_reserve, incumbent_of, new_node, standing, still_to_confirm,
-                                     top_measured)
+from kernelcast.graphs.search.budget import confirm_reserve, confirmations
+from kernelcast.graphs.search.tree import (best_measured, incumbent_of, new_node, standing, still_to_confirm,
+                                           top_measured)
 from kernelcast.graphs.route.routing import RoutingInput, SelectiveRouter
 from kernelcast.graphs.run import start_run
 from kernelcast.graphs.route.trust import RouteRecord, TrustedDecision, beat_of, trust_summary, trusted_decisions
@@ -171,14 +172,14 @@ def test_a_confirmation_that_falls_hands_the_lead_to_the_next_kernel() -> None:
     assert best_measured(nodes) == "steady"
     assert incumbent_of(nodes, best_measured(nodes)) == (3.4, "steady")
     assert top_measured(nodes, 3) == ["steady", "third", "fourth"]  # the fallen one is no longer among the top
-    assert still_to_confirm(nodes, config) == ["steady", "third", "fourth"]
+    assert still_to_confirm(nodes, confirmations(config)) == ["steady", "third", "fourth"]
     nodes["lucky"]["confirmed"] = 3.6  # confirmed high: it keeps the lead and needs no second confirmation
     assert best_measured(nodes) == "lucky" and top_measured(nodes, 3) == ["lucky", "steady", "third"]
-    assert still_to_confirm(nodes, config) == ["steady", "third", "fourth"]
+    assert still_to_confirm(nodes, confirmations(config)) == ["steady", "third", "fourth"]
     for name in ("steady", "third"):
         nodes[name]["confirmed"] = nodes[name]["speedup"]
     # the final confirmations go to the next contenders, never to a node confirmed already
-    assert still_to_confirm(nodes, config) == ["fourth"]
+    assert still_to_confirm(nodes, confirmations(config)) == ["fourth"]
     # the loop's reserve does not shrink with confirmations made during the search: one round can measure
     # several kernels that pass them
     assert confirm_reserve(nodes, config) == 3
@@ -216,7 +217,6 @@ def test_a_decision_is_judged_by_the_paired_comparison_with_its_incumbent() -> N
 
 def test_small_budgets_confirm_one_winner_per_eight_measurements() -> None:
     """Three confirmations at a budget of 8 would leave five measurements to search with."""
-    from kernelcast.graphs.search.nodes import confirmations
 
     assert [confirmations(RunConfig(task="saxpy", budget=b)) for b in (4, 8, 16, 24, 100)] == [1, 1, 2, 3, 3]
     assert confirmations(RunConfig(task="saxpy", budget=24, confirm_top=0)) == 0

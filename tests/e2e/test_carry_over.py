@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.events import Skip
-from kernelcast.graphs.search.nodes import NOT_IN_REPLAY
+from kernelcast.graphs.search.tree import NOT_IN_REPLAY
 from kernelcast.graphs.run import RunEnv, start_run
 from kernelcast.graphs.route.trust import RouteRecord, trust_summary
 from kernelcast.tools.store.store import Store

@@ -15,9 +15,10 @@ import pytest
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunEnv
-from kernelcast.graphs.search.nodes import node_forecast, routing_input
+from kernelcast.graphs.search.route_step import routing_input
+from kernelcast.graphs.search.tree import node_forecast
 from kernelcast.graphs.route.routing import measure_order
-from kernelcast.graphs.run import build_context, open_measurer, start_run
+from kernelcast.graphs.run import open_measurer, open_run, start_run
 from kernelcast.tools.store.store import Store
 from support.run_checks import check_invariants, kill_after_spends, resume_to_the_end
 from support.cli import start_cli
@@ -66,7 +67,7 @@ def test_each_leftover_is_picked_by_a_forecast_that_learned_every_measurement_be
     stored = RunConfig.of_run(run)
     bought = [m for m in store.measurements(run_id=result.run_id) if m.phase == "search"]
     with open_measurer(stored, "opencl", store) as measurer:
-        ctx = build_context(result.run_id, stored, store, RunEnv(tmp_path), measurer)
+        ctx = open_run(result.run_id, stored, store, RunEnv(tmp_path), measurer)
         task = ctx.task.at_sizes(stored.sizes)
         for i in picks:
             pick, event = events[i].candidate, events[i].event
@@ -113,7 +114,7 @@ def test_a_run_killed_among_its_leftovers_resumes_without_losing_what_they_measu
 def test_a_leftover_a_replay_cannot_measure_does_not_end_the_leftovers(tmp_path: Path, tiny_template: Path) -> None:
     """Replaying a store that measured 3 of the 8 points: once the generator runs dry, a pick the replay has
     no measurement of is passed over (nothing bought), and the points it has are still measured."""
-    from kernelcast.graphs.search.nodes import NOT_IN_REPLAY
+    from kernelcast.graphs.search.tree import NOT_IN_REPLAY
 
     recorded = Store(tmp_path / "recorded.db")
     start_run(RunConfig(task=str(tiny_template), budget=3, router="measure-all", forecaster="none", sizes="small",
