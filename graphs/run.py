@@ -16,7 +16,7 @@ from kernelcast.graphs.search.result import RunResult
 from kernelcast.graphs.route.trust import calibration_group
 from kernelcast.tools.core.measurement import MeasureConfig
 from kernelcast.tools.store.store import Store
-from kernelcast.tools.core.task import resolve_task
+from kernelcast.tools.core.task import builtin_task_paths, resolve_task
 from kernelcast.tools.hardware.measurers.base import Measurer
 from kernelcast.tools.hardware.measurers.factory import make_measurer
 
@@ -122,6 +122,4 @@ def task_backend(task: str) -> str:
 
 
 def _is_builtin(name: str) -> bool:
-    from kernelcast.tools.core.task import builtin_task_paths
-
     return name in builtin_task_paths()

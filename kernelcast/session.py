@@ -25,18 +25,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from kernelcast.agents.generate.base import Proposals
+from langgraph.types import Command
+
 from kernelcast.graphs.config import RunConfig, default
+from kernelcast.graphs.context import RunEnv
+from kernelcast.graphs.errors import SearchFailed
+from kernelcast.graphs.run import open_measurer, open_run
+from kernelcast.graphs.search import puct
 from kernelcast.graphs.search.budget import Budget
 from kernelcast.graphs.search.graph import RECURSION_LIMIT, check_checkpoint, checkpointed_values, checkpointer
 from kernelcast.graphs.search.tree import incumbent_of, standing
 from kernelcast.graphs.search.result import RunResult
-from kernelcast.graphs.search.session_graph import EXTERNAL, SessionCommand, SubmittedCandidate
+from kernelcast.graphs.search.session_graph import (EXTERNAL, SessionCommand, SubmittedCandidate, build_session_graph,
+                                                    expandable)
 from kernelcast.session_views import (SessionResult, SessionStatus, SubmitOutput, Suggestions, parent_suggestion,
                                       round_results, shown_best)
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.store.records import RunRecord
 from kernelcast.tools.store.store import Store
 from kernelcast.tools.core.errors import InputError
+from kernelcast.tools.core.settings import get_settings
+from kernelcast.tools.core.task import builtin_task_paths, resolve_task
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -57,8 +66,6 @@ class SessionError(InputError, ValueError):
 # ---- where sessions live ----------------------------------------------------------------------
 def _places(home: Path | None) -> tuple[Path, Path]:
     """(home, database) from the argument or settings."""
-    from kernelcast.tools.core.settings import get_settings
-
     if home is not None:
         return Path(home), Path(home) / "kernelcast.db"
     settings = get_settings()
@@ -95,8 +102,6 @@ class LiveSession:
 
     def advance(self, graph_input: Any, on_event: EventCallback | None = None) -> None:
         """Run the graph until it waits for the caller again (or ends)."""
-        from kernelcast.graphs.errors import SearchFailed
-
         quiet = self.ctx.env
         self.ctx.env = replace(quiet, on_event=on_event)
         try:
@@ -136,23 +141,16 @@ class ExternalGenerator:
 
 
 def _env(home: Path) -> Any:
-    from kernelcast.graphs.context import RunEnv
-    from kernelcast.tools.core.settings import get_settings
-
     settings = get_settings()
     return RunEnv(home=home, measure_timeout_s=settings.measure_timeout_s, api_base=settings.api_base)
 
 
 def _context(run_id: str, config: Any, store: Store, home: Path, measurer: Any) -> Any:
     """The run context of a session: a run's, with the caller as its generator."""
-    from kernelcast.graphs.run import open_run
-
     return open_run(run_id, config, store, _env(home), measurer, generator=ExternalGenerator())
 
 
 def _compile(session_id: str, home: Path, store: Store, measurer: Any, config: Any) -> LiveSession:
-    from kernelcast.graphs.search.session_graph import build_session_graph
-
     ctx = _context(session_id, config, store, home, measurer)
     saver = checkpointer(ctx.env.checkpoints)
     app = build_session_graph(ctx).compile(checkpointer=saver)
@@ -207,9 +205,6 @@ def _open(session: str, home: Path | None) -> tuple[LiveSession | None, RunRecor
 
 
 def _open_locked(session: str, home: Path | None) -> tuple[LiveSession | None, RunRecord]:
-    from kernelcast.graphs.run import open_measurer
-    from kernelcast.tools.core.task import resolve_task
-
     home, db = _places(home)
     store = Store(db)
     try:
@@ -263,10 +258,6 @@ def start_session(task: str, budget: int = default("budget"), router: str = defa
                   measure_per_round: int = default("measure_per_round"), seed: int = 0,
                   device: str | None = None, model: str | None = None, home: Path | None = None) -> str:
     """Start a session (a run whose generator is the caller) and return its id; it waits for candidates."""
-    from kernelcast.tools.core.settings import get_settings
-    from kernelcast.graphs.run import open_measurer
-    from kernelcast.tools.core.task import builtin_task_paths, resolve_task
-
     settings = get_settings()
     resolved = resolve_task(task)  # an unknown task fails here, before anything exists
     name = task if task in builtin_task_paths() else str(resolved.path)
@@ -298,8 +289,6 @@ def start_session(task: str, budget: int = default("budget"), router: str = defa
 
 def suggest_parents(session: str, count: int = 1, *, home: Path | None = None) -> Suggestions:
     """The parents the search wants mutated next (PUCT order; the first is its choice), with feedback."""
-    from kernelcast.graphs.search import puct
-
     live = _require_open(session, home, "suggest parents for")
     with live.lock:
         state = live.state()
@@ -431,8 +420,6 @@ def as_submitted(item: SubmittedCandidate | Candidate | dict[str, Any] | str) ->
 
 
 def _resume(value: dict[str, Any]) -> Any:
-    from langgraph.types import Command
-
     return Command(resume=value)
 
 
@@ -445,8 +432,6 @@ def _require_open(session: str, home: Path | None, doing: str) -> LiveSession:
 
 
 def _parent_key(live: LiveSession, state: SessionState, parent: str | None) -> str:
-    from kernelcast.graphs.search.session_graph import expandable
-
     nodes = state["nodes"]
     if parent is None:
         return str(state["parent"])

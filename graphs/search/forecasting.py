@@ -61,7 +61,7 @@ class ForecastStep:
         ctx = self.ctx
         cands = [ctx.store.candidate(k) for k in keys]
         try:
-            return ctx.forecaster.forecast_many(ctx.task.at_sizes(ctx.config.sizes), cands,  # type: ignore[arg-type]
+            return ctx.forecaster.forecast_many(ctx.task.at_sizes(ctx.config.sizes), cands,
                                                 ctx.hardware)
         except Exception as exc:  # noqa: BLE001 - a failed forecast is deferred, never fatal
             return [Forecast.uninformative(f"{type(exc).__name__}: {exc}", getattr(ctx.forecaster, "name", "?"))
