@@ -3,8 +3,8 @@ uninformative forecaster. Agents are built by name through :mod:`kernelcast.agen
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernelcast.agents import DATA_DIR
@@ -15,8 +15,8 @@ from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools.core.task import Task, builtin_task_paths, load_task
 
 if TYPE_CHECKING:
-    from kernelcast.tools.store.store import Store
     from kernelcast.tools.hardware.measurers.base import Measurer
+    from kernelcast.tools.store.store import Store
 
 
 class UninformativeForecaster:

@@ -45,9 +45,9 @@ from kernelcast.graphs.context import RunEnv  # noqa: E402
 from kernelcast.graphs.run import start_run  # noqa: E402
 from kernelcast.tools.core.candidate import Candidate  # noqa: E402
 from kernelcast.tools.core.measurement import MeasureConfig  # noqa: E402
-from kernelcast.tools.store.store import Store  # noqa: E402
 from kernelcast.tools.core.task import Task, load_task  # noqa: E402
 from kernelcast.tools.hardware.worker import MeasurementWorker  # noqa: E402
+from kernelcast.tools.store.store import Store  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 ROUTERS = ("selective", "topk", "measure-all")

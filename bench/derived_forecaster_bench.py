@@ -33,17 +33,19 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
-from kernelcast.tools.core.bins import expected_log_speedup  # noqa: E402
+from kernelcast.agents.factory import learned_forecaster  # noqa: E402
 from kernelcast.agents.forecast.blend import WRITTEN, BlendedForecaster  # noqa: E402
 from kernelcast.agents.generate.derived_space import DerivedSpace  # noqa: E402
-from kernelcast.agents.factory import learned_forecaster  # noqa: E402
 from kernelcast.agents.generate.offline import DERIVED_BASE  # noqa: E402
-from kernelcast.tools.core.bins import speedup_bin  # noqa: E402
+from kernelcast.tools.core.bins import (
+    expected_log_speedup,  # noqa: E402
+    speedup_bin,  # noqa: E402
+)
 from kernelcast.tools.core.candidate import Candidate  # noqa: E402
-from kernelcast.tools.core.measurement import HardwareSpec, Measurement, MeasureConfig  # noqa: E402
+from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig, Measurement  # noqa: E402
+from kernelcast.tools.core.task import Task, load_task  # noqa: E402
 from kernelcast.tools.hardware.measurers.local import LocalMeasurer  # noqa: E402
 from kernelcast.tools.store.store import Store  # noqa: E402
-from kernelcast.tools.core.task import Task, load_task  # noqa: E402
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 Pairs = list[tuple[Candidate, Measurement]]

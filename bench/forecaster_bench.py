@@ -32,14 +32,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from kernelcast.tools.core.settings import get_settings  # noqa: E402
-from kernelcast.tools.core.bins import LOG_BIN_CENTERS  # noqa: E402
-from kernelcast.agents.forecast.blend import BlendedForecaster  # noqa: E402
 from kernelcast.agents.factory import SEED_DATASET  # noqa: E402
+from kernelcast.agents.forecast.blend import BlendedForecaster  # noqa: E402
 from kernelcast.agents.forecast.features import device_similarity  # noqa: E402
-from kernelcast.agents.forecast.learned import (LearnedForecaster, TrainingSet, forecasts_per_second,  # noqa: E402
-                                                  task_lookup, training_set)
+from kernelcast.agents.forecast.learned import LearnedForecaster, TrainingSet, forecasts_per_second, task_lookup, training_set  # noqa: E402
 from kernelcast.agents.forecast.scoring import recovered_speedup, summarize  # noqa: E402
+from kernelcast.tools.core.bins import LOG_BIN_CENTERS  # noqa: E402
+from kernelcast.tools.core.settings import get_settings  # noqa: E402
 from kernelcast.tools.store.store import Store  # noqa: E402
 
 KS = (1.0, 10.0, 50.0)

@@ -33,10 +33,10 @@ from rich.table import Table  # noqa: E402
 from kernelcast.agents.generate.base import GenerationContext  # noqa: E402
 from kernelcast.agents.generate.offline import OfflineGenerator  # noqa: E402
 from kernelcast.tools.core.candidate import Candidate  # noqa: E402
-from kernelcast.tools.core.measurement import Measurement, MeasureConfig  # noqa: E402
-from kernelcast.tools.store.store import Store  # noqa: E402
+from kernelcast.tools.core.measurement import MeasureConfig, Measurement  # noqa: E402
 from kernelcast.tools.core.task import Task, builtin_task_paths, resolve_task  # noqa: E402
 from kernelcast.tools.hardware.worker import MeasurementWorker, WorkerError  # noqa: E402
+from kernelcast.tools.store.store import Store  # noqa: E402
 
 DEFAULT_TASKS = "saxpy,gemm"
 NO_TEMPLATE_TASKS = "gemm,gemv,transpose,stencil2d,reduce_rows,softmax"

@@ -19,10 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from kernelcast.tools.hardware.backends.opencl import OpenCLRunner  # noqa: E402
-from kernelcast.tools.hardware.harness import Harness, bind_args, make_inputs, resolve_geometry  # noqa: E402
 from kernelcast.tools.core.measurement import MeasureConfig  # noqa: E402
 from kernelcast.tools.core.task import resolve_task  # noqa: E402
+from kernelcast.tools.hardware.backends.opencl import OpenCLRunner  # noqa: E402
+from kernelcast.tools.hardware.harness import Harness, bind_args, make_inputs, resolve_geometry  # noqa: E402
 from kernelcast.tools.hardware.worker import MeasurementWorker  # noqa: E402
 
 

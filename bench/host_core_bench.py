@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from kernelcast.tools.core.measurement import Measurement, MeasureConfig  # noqa: E402
+from kernelcast.tools.core.measurement import MeasureConfig, Measurement  # noqa: E402
 from kernelcast.tools.core.task import Task, resolve_task  # noqa: E402
 from kernelcast.tools.hardware.worker import MeasurementWorker, WorkerError  # noqa: E402
 

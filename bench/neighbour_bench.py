@@ -30,15 +30,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from search_bench import CONFIRM_FLAG, OWN_TASK, bench_task  # noqa: E402
 
-from kernelcast.agents.forecast.base import task_model  # noqa: E402
-from kernelcast.agents.forecast.distributions import belief_above  # noqa: E402
 from kernelcast.agents.factory import learned_forecaster  # noqa: E402
-from kernelcast.agents.forecast.base import Provenance  # noqa: E402
+from kernelcast.agents.forecast.base import (
+    Provenance,  # noqa: E402
+    task_model,  # noqa: E402
+)
+from kernelcast.agents.forecast.distributions import belief_above  # noqa: E402
 from kernelcast.agents.generate.offline import neighbours  # noqa: E402
 from kernelcast.tools.core.candidate import Candidate  # noqa: E402
 from kernelcast.tools.core.measurement import Measurement  # noqa: E402
-from kernelcast.tools.store.store import Store  # noqa: E402
 from kernelcast.tools.core.task import Task  # noqa: E402
+from kernelcast.tools.store.store import Store  # noqa: E402
 
 SPACES = ("gemv", "softmax", "stencil2d", OWN_TASK)
 LOW_P = (0.1, 0.2)

@@ -44,8 +44,8 @@ from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from kernelcast.tools.core.measurement import Status  # noqa: E402
-from kernelcast.tools.store.store import Store  # noqa: E402
 from kernelcast.tools.core.task import Task, load_task, resolve_task  # noqa: E402
+from kernelcast.tools.store.store import Store  # noqa: E402
 
 BUILTINS = ("gemm", "gemv", "transpose", "stencil2d", "reduce_rows", "softmax")
 OWN = ("matvec_cols", "reduce_global", "conv2d", "colsum_macros", "blur_u8", "partial_sums")

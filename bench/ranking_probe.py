@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from neighbour_bench import first_measurements  # noqa: E402
 from search_bench import bench_task  # noqa: E402
 
-from kernelcast.tools.core.bins import LOG_BIN_CENTERS  # noqa: E402
-from kernelcast.agents.forecast.device_probe import device_bandwidth  # noqa: E402
 from kernelcast.agents.factory import learned_forecaster  # noqa: E402
+from kernelcast.agents.forecast.device_probe import device_bandwidth  # noqa: E402
+from kernelcast.tools.core.bins import LOG_BIN_CENTERS  # noqa: E402
 from kernelcast.tools.store.store import Store  # noqa: E402
 
 

@@ -33,18 +33,18 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from kernelcast.agents.forecast.device_probe import run_probe  # noqa: E402
-from kernelcast.graphs.route.risk_control import PROBATION_AUDITS  # noqa: E402
-from kernelcast.tools.core.settings import get_settings  # noqa: E402
 from kernelcast.graphs.config import RunConfig, default  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
 from kernelcast.graphs.events import Spend  # noqa: E402
-from kernelcast.graphs.run import start_run  # noqa: E402
+from kernelcast.graphs.route.risk_control import PROBATION_AUDITS  # noqa: E402
 from kernelcast.graphs.route.trust import TrustedDecision, trust_summary, trusted_decisions, wrong_given  # noqa: E402
+from kernelcast.graphs.run import start_run  # noqa: E402
 from kernelcast.tools.core.expr import evaluate  # noqa: E402
 from kernelcast.tools.core.measurement import MeasureConfig  # noqa: E402
-from kernelcast.tools.store.store import Store  # noqa: E402
+from kernelcast.tools.core.settings import get_settings  # noqa: E402
 from kernelcast.tools.core.task import resolve_task  # noqa: E402
 from kernelcast.tools.hardware.worker import MeasurementWorker  # noqa: E402
+from kernelcast.tools.store.store import Store  # noqa: E402
 
 ROUTERS = ("measure-all", "topk", "selective")
 FROZEN_ARM = "selective-frozen"  # --ablation: selective with a forecaster that does not learn from the run

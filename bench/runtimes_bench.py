@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from kernelcast.tools.hardware.probe import probe_devices  # noqa: E402
 from kernelcast.tools.core.measurement import MeasureConfig  # noqa: E402
 from kernelcast.tools.core.task import builtin_task_paths, load_task  # noqa: E402
+from kernelcast.tools.hardware.probe import probe_devices  # noqa: E402
 from kernelcast.tools.hardware.worker import MeasurementWorker  # noqa: E402
 
 

@@ -31,12 +31,12 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from kernelcast.tools.core.candidate import Candidate  # noqa: E402
-from kernelcast.tools.core.measurement import Measurement, MeasureConfig  # noqa: E402
+from kernelcast.tools.core.measurement import MeasureConfig, Measurement  # noqa: E402
+from kernelcast.tools.core.task import Task, resolve_task  # noqa: E402
 from kernelcast.tools.hardware.measurers.base import Measurer  # noqa: E402
 from kernelcast.tools.hardware.measurers.factory import make_measurer  # noqa: E402
 from kernelcast.tools.hardware.measurers.local import LocalMeasurer  # noqa: E402
 from kernelcast.tools.store.store import Store  # noqa: E402
-from kernelcast.tools.core.task import Task, resolve_task  # noqa: E402
 
 TARGETS = {2: 1.8, 4: 3.5}
 

@@ -61,23 +61,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from kernelcast.agents.forecast.device_probe import Bandwidth, device_bandwidth, store_probes  # noqa: E402
 from kernelcast.agents.factory import SEED_DATASET  # noqa: E402
+from kernelcast.agents.forecast.device_probe import Bandwidth, device_bandwidth, store_probes  # noqa: E402
 from kernelcast.graphs.config import RunConfig  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
+from kernelcast.graphs.route.risk_control import clopper_pearson_interval, fit_thresholds  # noqa: E402
+from kernelcast.graphs.route.routers import DEFAULT_RISK  # noqa: E402
+from kernelcast.graphs.route.trust import calibration_rows, trust_summary, trusted_decisions  # noqa: E402
+from kernelcast.graphs.run import open_run  # noqa: E402
 from kernelcast.graphs.search.graph import execute  # noqa: E402
 from kernelcast.graphs.search.spender import confirmation_config  # noqa: E402
-from kernelcast.graphs.route.routers import DEFAULT_RISK  # noqa: E402
-from kernelcast.graphs.run import open_run  # noqa: E402
-from kernelcast.graphs.route.trust import calibration_rows, trust_summary, trusted_decisions  # noqa: E402
-from kernelcast.graphs.route.risk_control import clopper_pearson_interval, fit_thresholds  # noqa: E402
-from kernelcast.tools.core.expr import evaluate  # noqa: E402
 from kernelcast.tools.core.candidate import Candidate  # noqa: E402
+from kernelcast.tools.core.expr import evaluate  # noqa: E402
 from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig, Measurement, Status  # noqa: E402
-from kernelcast.tools.hardware.measurers.local import LocalMeasurer  # noqa: E402
-from kernelcast.tools.store.store import Store  # noqa: E402
 from kernelcast.tools.core.task import BufferArg, Task, resolve_task  # noqa: E402
+from kernelcast.tools.hardware.measurers.local import LocalMeasurer  # noqa: E402
 from kernelcast.tools.hardware.worker import MeasurementWorker  # noqa: E402
+from kernelcast.tools.store.store import Store  # noqa: E402
 
 # The built-ins' small sizes are launch-overhead bound (gemv small: 4 us kernels with a CV above 50 %), their
 # full sizes cost 6-13 s a measurement: the bench searches the built-in templates at these sizes instead (a copy

@@ -14,8 +14,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from kernelcast.agents.registry import DEFAULT_FORECASTER, DEFAULT_GENERATOR, AnyGeneratorName, ForecasterName
 from kernelcast.graphs.route.routers import DEFAULT_RISK, DEFAULT_ROUTER, RouterName, RouterSpec, router_spec
-from kernelcast.tools.store.records import RunRecord
 from kernelcast.tools.core.task import Task
+from kernelcast.tools.store.records import RunRecord
 
 
 class RunConfig(BaseModel):

@@ -18,9 +18,9 @@ from kernelcast.graphs.events import RunEvent, parse
 from kernelcast.graphs.route.routers import make_router
 from kernelcast.graphs.route.routing import Router
 from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig
-from kernelcast.tools.store.store import Store
 from kernelcast.tools.core.task import Task
 from kernelcast.tools.hardware.measurers.base import Measurer
+from kernelcast.tools.store.store import Store
 
 ProgressCallback = Callable[[str, dict[str, Any]], None]
 

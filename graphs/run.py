@@ -10,15 +10,15 @@ from kernelcast.agents.registry import EXTERNAL, make_forecaster, make_generator
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunContext, RunEnv
 from kernelcast.graphs.errors import RunError
-from kernelcast.graphs.search.graph import check_checkpoint, execute
-from kernelcast.graphs.search.budget import confirm_reserve
-from kernelcast.graphs.search.result import RunResult
 from kernelcast.graphs.route.trust import calibration_group
+from kernelcast.graphs.search.budget import confirm_reserve
+from kernelcast.graphs.search.graph import check_checkpoint, execute
+from kernelcast.graphs.search.result import RunResult
 from kernelcast.tools.core.measurement import MeasureConfig
-from kernelcast.tools.store.store import Store
 from kernelcast.tools.core.task import builtin_task_paths, resolve_task
 from kernelcast.tools.hardware.measurers.base import Measurer
 from kernelcast.tools.hardware.measurers.factory import make_measurer
+from kernelcast.tools.store.store import Store
 
 log = structlog.get_logger(__name__)
 

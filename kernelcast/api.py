@@ -6,22 +6,22 @@ prints what comes back. Defaults come from ``RunConfig`` and the registries, nev
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from kernelcast.agents.registry import DEFAULT_FORECASTER, DEFAULT_GENERATOR
 from kernelcast.graphs.config import default
-from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools.core.candidate import Candidate, candidate_from_file, candidate_from_source
-from kernelcast.tools.core.measurement import HardwareSpec, Measurement, MeasureConfig
-from kernelcast.tools.store.store import Store
+from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig, Measurement
+from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools.core.task import Task, read_kernel_file, resolve_task
 from kernelcast.tools.hardware.measurers.base import Measurer
 from kernelcast.tools.hardware.measurers.factory import make_measurer
+from kernelcast.tools.store.store import Store
 
 if TYPE_CHECKING:
     from kernelcast.agents.forecast.base import Forecast
@@ -166,8 +166,8 @@ def forecast(task: str | Path | Task, candidate: Candidate | str | Path | None =
              device: str | None = None, store: Store | None = None, hardware_spec: HardwareSpec | None = None,
              record: bool = True) -> "Forecast":
     """Forecast a candidate's speedup distribution without measuring it (and record the forecast)."""
-    from kernelcast.agents.registry import make_forecaster
     from kernelcast.agents.forecast.base import record_forecast
+    from kernelcast.agents.registry import make_forecaster
 
     settings = get_settings()
     task_obj = as_task(task)

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from kernelcast.tools.core.bins import expected_log_speedup
 from kernelcast.agents.forecast.scoring import ScoreSummary, bucket_index, recovered_speedup, risk_coverage, summarize
+from kernelcast.tools.core.bins import expected_log_speedup
 from kernelcast.tools.store.store import Store
 
 RECOVERY_KS = (1.0, 10.0, 50.0)

@@ -32,8 +32,8 @@ from pydantic import BaseModel
 from kernelcast import chat_tools as ops
 from kernelcast.chat_commands import ARGS, REGISTRY, CommandError, parse_command, validate_call
 from kernelcast.chat_protocol import ACTION_SCHEMA, NO_MODEL_HELP, Action, Message, model_messages
-from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools.core.errors import KernelcastError
+from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools_registry import TOOLS, spec
 
 YES = {"y", "yes", "approve", "approved", "ok", "go", "sure"}

@@ -16,7 +16,6 @@ from pydantic import BaseModel, ValidationError
 from kernelcast.tools.core.errors import InputError
 from kernelcast.tools_registry import SPECS, TOOLS, help_text
 
-
 REGISTRY: dict[str, Callable[..., BaseModel]] = {spec.name: spec.fn for spec in SPECS}
 ARGS: dict[str, type[BaseModel]] = {spec.name: spec.args for spec in SPECS}
 COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {spec.slash: (spec.name, spec.positional) for spec in SPECS

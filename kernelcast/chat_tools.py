@@ -18,23 +18,23 @@ from typing import Annotated, Any, Literal, get_type_hints
 
 from pydantic import BaseModel, Field, ValidationError, create_model
 
-from kernelcast.agents.registry import DEFAULT_FORECASTER, DEFAULT_GENERATOR, ForecasterName, GeneratorName
-from kernelcast.graphs.config import default, listed_router
-from kernelcast.graphs.search.result import RunResult, interval_text
-from kernelcast.graphs.route.routers import RouterName
 from kernelcast import api
 from kernelcast import session as sessions
+from kernelcast.agents.registry import DEFAULT_FORECASTER, DEFAULT_GENERATOR, ForecasterName, GeneratorName
+from kernelcast.graphs.config import default, listed_router
+from kernelcast.graphs.route.routers import RouterName
+from kernelcast.graphs.search.result import RunResult, interval_text
 from kernelcast.graphs.search.session_graph import SubmittedCandidate
 from kernelcast.session_views import SessionResult, SessionStatus, SubmitOutput, Suggestions
 from kernelcast.throughput import Throughput, shown_flags, throughput
 from kernelcast.tools.core.bins import BIN_NAMES
 from kernelcast.tools.core.candidate import Candidate, candidate_from_file, candidate_from_source
+from kernelcast.tools.core.errors import InputError
 from kernelcast.tools.core.measurement import Measurement
-from kernelcast.tools.store.records import RunRecord
-from kernelcast.tools.store.store import StoreError
 from kernelcast.tools.core.task import BufferArg, LocalArg, Task, builtin_task_paths, load_task, resolve_task_in_roots
 from kernelcast.tools.hardware.worker import WorkerError
-from kernelcast.tools.core.errors import InputError
+from kernelcast.tools.store.records import RunRecord
+from kernelcast.tools.store.store import StoreError
 
 Sizes = Literal["full", "small"]
 Router = RouterName  # the names of the registries (graphs.routers, agents.registry), as Literals

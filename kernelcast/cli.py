@@ -8,12 +8,11 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from kernelcast.commands import (chat, dataset, forecast, forecaster, init, mcp, measure, optimize, propose, report,
-                                 tasks)
+from kernelcast.commands import chat, dataset, forecast, forecaster, init, mcp, measure, optimize, propose, report, tasks
 from kernelcast.console import fail
 from kernelcast.logs import configure_logging
-from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools.core.errors import KernelcastError
+from kernelcast.tools.core.settings import get_settings
 
 
 class Commands(TyperGroup):

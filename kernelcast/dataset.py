@@ -15,17 +15,16 @@ from pathlib import Path
 from typing import Literal
 
 from kernelcast.agents.factory import SEED_DATASET, foreign_seed, measured_on_builtins
-from kernelcast.agents.generate.base import GenerationContext
 from kernelcast.agents.forecast.learned import task_lookup
+from kernelcast.agents.generate.base import GenerationContext
 from kernelcast.agents.generate.offline import OfflineGenerator
-from kernelcast.agents.train.data import (CORPUS_MANIFEST, DatasetManifest, build_rows, plan_split, suite_split,
-                                             write_dataset)
+from kernelcast.agents.train.data import CORPUS_MANIFEST, DatasetManifest, build_rows, plan_split, suite_split, write_dataset
 from kernelcast.agents.train.prompt import MAX_SOURCE_CHARS
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig, Measurement
-from kernelcast.tools.store.store import Store
 from kernelcast.tools.core.task import Task
 from kernelcast.tools.hardware.measurers.base import Measurer
+from kernelcast.tools.store.store import Store
 
 TEMPLATE_SHARE = 0.75
 

@@ -28,10 +28,10 @@ from kernelcast.graphs.search.result import RunResult, ShownSpeedup, best_curve,
 from kernelcast.graphs.search.tree import DECISION_OUTCOME
 from kernelcast.throughput import Throughput, run_throughput
 from kernelcast.tools.core.bins import BIN_NAMES, NUM_BINS
+from kernelcast.tools.core.errors import InputError
 from kernelcast.tools.core.measurement import Measurement
 from kernelcast.tools.store.records import EventRecord, RunRecord
 from kernelcast.tools.store.store import Store, StoreError
-from kernelcast.tools.core.errors import InputError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -139,8 +139,8 @@ def forecast_pairs(store: Store, run_id: str, measurements: Sequence[Measurement
     """This run's forecasts joined with this run's first measurement of the same candidate (the one the
     forecast predicted; a confirmation is not a second pair): each candidate's last forecast, the one its
     routing was decided on (a child carried over is forecast once per round)."""
-    from kernelcast.tools.core.bins import expected_log_speedup
     from kernelcast.agents.forecast.base import Provenance
+    from kernelcast.tools.core.bins import expected_log_speedup
 
     measured = {m.candidate_hash: m for m in measurements if m.phase != "confirm"}
     pairs = []

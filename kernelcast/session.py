@@ -24,9 +24,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from kernelcast.agents.generate.base import Proposals
 from langgraph.types import Command
 
+from kernelcast.agents.generate.base import Proposals
 from kernelcast.graphs.config import RunConfig, default
 from kernelcast.graphs.context import RunEnv
 from kernelcast.graphs.errors import SearchFailed
@@ -34,18 +34,24 @@ from kernelcast.graphs.run import open_measurer, open_run
 from kernelcast.graphs.search import puct
 from kernelcast.graphs.search.budget import Budget
 from kernelcast.graphs.search.graph import RECURSION_LIMIT, check_checkpoint, checkpointed_values, checkpointer
-from kernelcast.graphs.search.tree import incumbent_of, standing
 from kernelcast.graphs.search.result import RunResult
-from kernelcast.graphs.search.session_graph import (EXTERNAL, SessionCommand, SubmittedCandidate, build_session_graph,
-                                                    expandable)
-from kernelcast.session_views import (SessionResult, SessionStatus, SubmitOutput, Suggestions, parent_suggestion,
-                                      round_results, shown_best)
+from kernelcast.graphs.search.session_graph import EXTERNAL, SessionCommand, SubmittedCandidate, build_session_graph, expandable
+from kernelcast.graphs.search.tree import incumbent_of, standing
+from kernelcast.session_views import (
+    SessionResult,
+    SessionStatus,
+    SubmitOutput,
+    Suggestions,
+    parent_suggestion,
+    round_results,
+    shown_best,
+)
 from kernelcast.tools.core.candidate import Candidate
-from kernelcast.tools.store.records import RunRecord
-from kernelcast.tools.store.store import Store
 from kernelcast.tools.core.errors import InputError
 from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools.core.task import builtin_task_paths, resolve_task
+from kernelcast.tools.store.records import RunRecord
+from kernelcast.tools.store.store import Store
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig

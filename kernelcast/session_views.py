@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from kernelcast.graphs.search.result import RunResult, ShownSpeedup, shown_speedups
-from kernelcast.graphs.search.tree import standing
 from kernelcast.graphs.search.session_graph import Verdict
+from kernelcast.graphs.search.tree import standing
 from kernelcast.tools.core.bins import BIN_NAMES
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement
 from kernelcast.tools.store.store import Store

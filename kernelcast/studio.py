@@ -13,9 +13,9 @@ from kernelcast.api import run_env
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.run import open_measurer, open_run
 from kernelcast.graphs.search.graph import build_graph
+from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools.core.task import resolve_task
 from kernelcast.tools.store.store import Store
-from kernelcast.tools.core.settings import get_settings
 
 
 def make_graph(config: dict[str, Any] | None = None) -> Any:

@@ -17,10 +17,21 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from kernelcast.tools.core.task import (DTYPES, INITS, MAX_SPACE_COMBINATIONS, MAX_TASK_FILE_BYTES, BufferArg, Launch,
-                                   LocalArg, ScalarArg, TaskSpec, Template, Tolerance)
 from kernelcast.tools.core.expr import _FUNCS as EXPRESSION_FUNCTIONS  # the functions expressions may call
 from kernelcast.tools.core.preprocess import MAX_SOURCE_BYTES
+from kernelcast.tools.core.task import (
+    DTYPES,
+    INITS,
+    MAX_SPACE_COMBINATIONS,
+    MAX_TASK_FILE_BYTES,
+    BufferArg,
+    Launch,
+    LocalArg,
+    ScalarArg,
+    TaskSpec,
+    Template,
+    Tolerance,
+)
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "task-format.md"
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement
+from kernelcast.tools.core.task import Task
 from kernelcast.tools.store.records import RunRecord
 from kernelcast.tools.store.store import Store
-from kernelcast.tools.core.task import Task
 
 IMPLAUSIBLE = 2.0  # beyond this multiple of a roofline peak a timing is not believed (the peaks are estimates)
 

@@ -14,6 +14,7 @@ if str(Path(__file__).parent) not in sys.path:
 
 from kernelcast.tools.core.settings import get_settings  # noqa: E402
 from kernelcast.tools.hardware.worker import MeasurementWorker  # noqa: E402
+
 from support.llm_server import LlamaServer, find_gguf  # noqa: E402
 from support.tiny_template import write_tiny_template  # noqa: E402
 

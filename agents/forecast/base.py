@@ -19,9 +19,9 @@ from pydantic import BaseModel, Field, field_validator
 
 from kernelcast.tools.core.bins import NUM_BINS, expected_bin, expected_log_speedup, normalized_entropy, top2_margin
 from kernelcast.tools.core.candidate import Candidate
+from kernelcast.tools.core.errors import InputError
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement
 from kernelcast.tools.core.task import Task
-from kernelcast.tools.core.errors import InputError
 
 if TYPE_CHECKING:
     from kernelcast.tools.store.store import Store

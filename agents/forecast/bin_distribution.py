@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kernelcast.tools.core.bins import NUM_BINS
 from kernelcast.agents.train.prompt import DIGITS
+from kernelcast.tools.core.bins import NUM_BINS
 
 MAX_PROMPT_TOKENS = 1024  # longer prompts keep their end (the candidate and the question)
 

@@ -30,15 +30,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kernelcast.agents.forecast.base import Forecast, Provenance
 from kernelcast.agents.forecast.device_probe import Bandwidth, bandwidth_from, guessed_bandwidth
 from kernelcast.agents.forecast.distributions import lognormal_bins, moments
-from kernelcast.agents.generate.families import TEMPLATE, transformation_family
-from kernelcast.agents.generate.families import WRITTEN as WRITTEN_FAMILY
 from kernelcast.agents.forecast.features import candidate_features, context, device_similarity
-from kernelcast.agents.forecast.base import Forecast, Provenance
 from kernelcast.agents.forecast.learned import LearnedForecaster, TrainingSet, measured_task
 from kernelcast.agents.forecast.prior import RooflinePrior
 from kernelcast.agents.forecast.task_model import PREDICTIVE_DOF, TaskModel, task_features
+from kernelcast.agents.generate.families import TEMPLATE, transformation_family
+from kernelcast.agents.generate.families import WRITTEN as WRITTEN_FAMILY
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement
 from kernelcast.tools.core.task import Task, TaskError

@@ -22,9 +22,9 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 from sklearn.isotonic import IsotonicRegression
 
-from kernelcast.tools.core.bins import NUM_BINS
 from kernelcast.agents.forecast.base import Forecast
 from kernelcast.agents.forecast.scoring import ScoreSummary, summarize
+from kernelcast.tools.core.bins import NUM_BINS
 
 EPS = 1e-12
 T_BOUNDS = (0.05, 20.0)

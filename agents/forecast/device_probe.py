@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 from kernelcast.agents import DATA_DIR
 from kernelcast.agents.forecast.work_estimate import compulsory_bytes
 from kernelcast.tools.core.candidate import Candidate
-from kernelcast.tools.core.measurement import HardwareSpec, Measurement, MeasureConfig
+from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig, Measurement
 from kernelcast.tools.core.task import Task, TaskError, resolve_task
 
 if TYPE_CHECKING:

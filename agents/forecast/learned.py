@@ -25,11 +25,11 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.feature_extraction import DictVectorizer
 from sklearn.model_selection import GroupKFold, KFold, StratifiedKFold
 
-from kernelcast.tools.core.bins import LOG_BIN_CENTERS, NUM_BINS
+from kernelcast.agents.forecast.base import Forecast, Provenance
 from kernelcast.agents.forecast.calibration import Calibrator
 from kernelcast.agents.forecast.features import Context, Features, candidate_features, context
-from kernelcast.agents.forecast.base import Forecast, Provenance
 from kernelcast.agents.forecast.scoring import ScoreSummary, recovered_speedup, summarize
+from kernelcast.tools.core.bins import LOG_BIN_CENTERS, NUM_BINS
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement
 from kernelcast.tools.core.task import Task, TaskError, builtin_task_paths, load_task, resolve_task

@@ -24,10 +24,10 @@ import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict
 
-from kernelcast.tools.core.bins import NUM_BINS
 from kernelcast.agents.forecast.base import Forecast, Provenance, RepairError, parse_bin, repair_probabilities
 from kernelcast.agents.llm.client import Completion, LLMClient, LLMError, Messages, TokenLogprob
 from kernelcast.agents.llm.prompting import bin_table, clip_source, device_guide, launch_text, load_prompt, work_estimate
+from kernelcast.tools.core.bins import NUM_BINS
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import HardwareSpec
 from kernelcast.tools.core.task import Task

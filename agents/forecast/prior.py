@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kernelcast.agents.forecast.base import Forecast, Provenance
 from kernelcast.agents.forecast.device_probe import Bandwidth, guessed_bandwidth
 from kernelcast.agents.forecast.distributions import lognormal_bins
-from kernelcast.agents.forecast.base import Forecast, Provenance
 from kernelcast.agents.forecast.work_estimate import KernelWork, compulsory_bytes, estimate
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import HardwareSpec

@@ -460,7 +460,7 @@ class _Walker:
                 return j
         return None
 
-    def _count(self, stmt: list[str], weight: float, lhs_int: bool = False) -> None:
+    def _count(self, stmt: list[str], weight: float, lhs_int: bool = False) -> None:  # noqa: C901 - one branch per C construct counted
         w = self.per_item
         widths = [self.vars[t].width for t in stmt if t in self.vars and self.vars[t].space == "private"]
         width = max(widths, default=1)

@@ -29,14 +29,14 @@ from pydantic import BaseModel, Field, field_validator
 from kernelcast.agents.generate.dedup import Deduplicator
 from kernelcast.tools.core.candidate import Candidate, SignatureError, check_signature, signature
 from kernelcast.tools.core.confinement import FAST_MATH_OPTIONS, option_problem, source_problem  # noqa: F401 (re-export)
-from kernelcast.tools.hardware.harness import InvalidCandidate, resolve_geometry
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement, Status
 from kernelcast.tools.core.task import Task
+from kernelcast.tools.hardware.harness import InvalidCandidate, resolve_geometry
 
 if TYPE_CHECKING:
-    from kernelcast.tools.store.store import Store
     from kernelcast.tools.hardware.measurers.base import Measurer
     from kernelcast.tools.hardware.worker import MeasurementWorker
+    from kernelcast.tools.store.store import Store
 
 REPORT_CHARS = 1500  # error / wrong-result text kept in a context (enough for the first compiler errors)
 

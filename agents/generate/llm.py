@@ -17,11 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from kernelcast.agents.generate.dedup import Deduplicator
 from kernelcast.agents.generate.base import GenerationContext, ProposalReport, Proposals, Reason, Validator
+from kernelcast.agents.generate.dedup import Deduplicator
 from kernelcast.agents.llm.client import LLMClient, LLMError, Messages
-from kernelcast.agents.llm.prompting import (clip_source, derived_space_text, device_guide, launch_text, load_prompt,
-                                         tried_text, work_estimate)
+from kernelcast.agents.llm.prompting import (
+    clip_source,
+    derived_space_text,
+    device_guide,
+    launch_text,
+    load_prompt,
+    tried_text,
+    work_estimate,
+)
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.task import BufferArg, LocalArg, Task
 

@@ -31,11 +31,21 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kernelcast.agents.generate.base import FAST_MATH_OPTIONS, GenerationContext, ProposalReport, Proposals, Validator
 from kernelcast.agents.generate.dedup import Deduplicator
 from kernelcast.agents.generate.derived_space import DerivedSpace, work_group_shapes
-from kernelcast.agents.generate.base import FAST_MATH_OPTIONS, GenerationContext, ProposalReport, Proposals, Validator
-from kernelcast.agents.generate.kernel_ast import (K, KernelParseError, ParsedSource, Span, counted_loop, does_float_math,
-                                          header_parts, observes_work_group, parse, walk)
+from kernelcast.agents.generate.kernel_ast import (
+    K,
+    KernelParseError,
+    ParsedSource,
+    Span,
+    counted_loop,
+    does_float_math,
+    header_parts,
+    observes_work_group,
+    parse,
+    walk,
+)
 from kernelcast.agents.generate.space_filling import space_filling
 from kernelcast.tools.core.candidate import DERIVED_BASE, Candidate, normalize_source
 from kernelcast.tools.core.edit import Edit, Origin

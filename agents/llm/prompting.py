@@ -9,12 +9,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from string import Template
 
-from kernelcast.tools.core.bins import NUM_BINS, bin_label
-from kernelcast.agents.generate.derived_space import DerivedSpace
 from kernelcast.agents.generate.base import Tried
+from kernelcast.agents.generate.derived_space import DerivedSpace
 from kernelcast.agents.generate.kernel_ast import KernelParseError
 from kernelcast.agents.generate.offline import DEFAULT_MAX_WG
 from kernelcast.agents.generate.transforms import NotApplicable
+from kernelcast.tools.core.bins import NUM_BINS, bin_label
 from kernelcast.tools.core.edit import DERIVED_INTENT
 from kernelcast.tools.core.expr import ExpressionError, evaluate, evaluate_int
 from kernelcast.tools.core.measurement import HardwareSpec

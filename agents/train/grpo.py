@@ -17,12 +17,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from kernelcast.agents.train.model import TrainedMeta, chat_text, load_base, pick_device
 from kernelcast.agents.forecast.scoring import reward
 from kernelcast.agents.train.data import TrainingRow
+from kernelcast.agents.train.model import TrainedMeta, chat_text, load_base, pick_device
 from kernelcast.agents.train.prompt import parse_answer
-from kernelcast.agents.train.run import (CHECKPOINTS, StepRecord, TrainingMetrics, lora_config, peak_memory_mb,
-                                            save_trained)
+from kernelcast.agents.train.run import CHECKPOINTS, StepRecord, TrainingMetrics, lora_config, peak_memory_mb, save_trained
 
 Reward = Literal["correctness", "brier", "crps"]
 REWARD_KINDS = {"correctness": "correctness", "brier": "correctness+brier", "crps": "correctness+crps"}

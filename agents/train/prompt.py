@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kernelcast.tools.core.bins import NUM_BINS
 from kernelcast.agents.forecast.base import RepairError, parse_bin, repair_probabilities
 from kernelcast.agents.llm.prompting import bin_table, clip_source, launch_text, load_prompt
+from kernelcast.tools.core.bins import NUM_BINS
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import HardwareSpec
 from kernelcast.tools.core.preprocess import blank_comments_and_literals

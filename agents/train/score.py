@@ -22,10 +22,9 @@ import structlog
 from pydantic import BaseModel, Field
 
 from kernelcast.agents.forecast.bin_distribution import LOSSES, MAX_PROMPT_TOKENS, bin_log_probs, digit_token_ids
-from kernelcast.agents.train.model import TrainedMeta, chat_text, load_base, pick_device
 from kernelcast.agents.train.data import TrainingRow
-from kernelcast.agents.train.run import (CHECKPOINTS, StepRecord, TrainingMetrics, lora_config, peak_memory_mb,
-                                            save_trained)
+from kernelcast.agents.train.model import TrainedMeta, chat_text, load_base, pick_device
+from kernelcast.agents.train.run import CHECKPOINTS, StepRecord, TrainingMetrics, lora_config, peak_memory_mb, save_trained
 
 log = structlog.get_logger(__name__)
 

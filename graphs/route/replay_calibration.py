@@ -39,8 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelcast.agents.forecast.distributions import p_beat
 from kernelcast.agents.forecast.base import Forecast
+from kernelcast.agents.forecast.distributions import p_beat
 from kernelcast.graphs.route.risk_control import CalibrationRow
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement

@@ -20,14 +20,20 @@ from pydantic import BaseModel, ValidationError
 
 from kernelcast.agents.registry import forecaster_spec
 from kernelcast.graphs.config import RunConfig
-from kernelcast.graphs.route.replay_calibration import shipped_by_stage, stage_bucket
-from kernelcast.graphs.route.risk_control import (SEED_REPLAY, CalibrationRow, TrustThresholds, certify_stage,
-                                            clopper_pearson_interval, probation)
 from kernelcast.graphs.events import Route, Spend
+from kernelcast.graphs.route.replay_calibration import shipped_by_stage, stage_bucket
+from kernelcast.graphs.route.risk_control import (
+    SEED_REPLAY,
+    CalibrationRow,
+    TrustThresholds,
+    certify_stage,
+    clopper_pearson_interval,
+    probation,
+)
 from kernelcast.graphs.search.tree import NodeRecord
 from kernelcast.tools.core.measurement import Measurement, RivalComparison, Status
-from kernelcast.tools.store.store import EventRecord, RunRecord, Store
 from kernelcast.tools.core.task import Task, builtin_task_paths, load_task
+from kernelcast.tools.store.store import EventRecord, RunRecord, Store
 
 MAX_RUNS = 500  # calibration reads the latest runs of the device
 

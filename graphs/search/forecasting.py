@@ -61,7 +61,8 @@ class ForecastStep:
         ctx = self.ctx
         cands = [ctx.store.candidate(k) for k in keys]
         try:
-            return ctx.forecaster.forecast_many(ctx.task.at_sizes(ctx.config.sizes), cands,
+            # a tree node's candidate is in the store (added before the node); a None would fail here, deferred below
+            return ctx.forecaster.forecast_many(ctx.task.at_sizes(ctx.config.sizes), cands,  # type: ignore[arg-type]
                                                 ctx.hardware)
         except Exception as exc:  # noqa: BLE001 - a failed forecast is deferred, never fatal
             return [Forecast.uninformative(f"{type(exc).__name__}: {exc}", getattr(ctx.forecaster, "name", "?"))

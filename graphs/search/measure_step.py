@@ -10,8 +10,16 @@ from kernelcast.graphs import events as ev
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.search.budget import Budget
 from kernelcast.graphs.search.spender import Spender
-from kernelcast.graphs.search.tree import (NOT_IN_REPLAY, NodeRecord, SearchState, TreeEdit, incumbent_of,
-                                           outcome_counts, standing, takes_the_lead)
+from kernelcast.graphs.search.tree import (
+    NOT_IN_REPLAY,
+    NodeRecord,
+    SearchState,
+    TreeEdit,
+    incumbent_of,
+    outcome_counts,
+    standing,
+    takes_the_lead,
+)
 
 
 class MeasureStep:

@@ -11,12 +11,12 @@ from pydantic import BaseModel, Field
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.events import Spend
-from kernelcast.graphs.search.tree import NodeRecord, SearchState, outcome_counts
 from kernelcast.graphs.route.trust import trust_summary
+from kernelcast.graphs.search.tree import NodeRecord, SearchState, outcome_counts
 from kernelcast.tools.core.measurement import Measurement
+from kernelcast.tools.core.task import Task
 from kernelcast.tools.store.records import RunRecord
 from kernelcast.tools.store.store import Store
-from kernelcast.tools.core.task import Task
 
 
 def interval_text(interval: tuple[float, float] | None) -> str:

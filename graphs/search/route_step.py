@@ -20,8 +20,7 @@ from kernelcast.graphs.route.trust import last_routes, stage_of, trust_for
 from kernelcast.graphs.search.budget import Budget
 from kernelcast.graphs.search.confirm import Confirmer
 from kernelcast.graphs.search.measure_step import MeasureStep
-from kernelcast.graphs.search.tree import (DECISION_OUTCOME, ForecastSummary, NodeRecord, SearchState, TreeEdit,
-                                           incumbent_of)
+from kernelcast.graphs.search.tree import DECISION_OUTCOME, ForecastSummary, NodeRecord, SearchState, TreeEdit, incumbent_of
 
 Trusted = tuple[TrustThresholds, int, int, list[RoutingInput], str | None, int]
 

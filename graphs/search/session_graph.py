@@ -26,8 +26,8 @@ from langgraph.graph import StateGraph
 from langgraph.types import interrupt
 from pydantic import BaseModel, Field, ValidationError
 
-from kernelcast.agents.generate.dedup import Deduplicator
 from kernelcast.agents.generate.base import ProposalReport, Validator
+from kernelcast.agents.generate.dedup import Deduplicator
 from kernelcast.agents.registry import EXTERNAL  # the generator name of a session's runs
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.context import RunContext

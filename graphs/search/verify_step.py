@@ -21,8 +21,17 @@ from kernelcast.graphs.search.forecasting import ForecastStep
 from kernelcast.graphs.search.measure_step import MeasureStep
 from kernelcast.graphs.search.route_step import routing_input
 from kernelcast.graphs.search.spender import Spender
-from kernelcast.graphs.search.tree import (MAX_EMPTY_ROUNDS, NOT_IN_REPLAY, NodeRecord, SearchState, TreeEdit,
-                                           expected_log_speedup, generator_ran_dry, incumbent_of, node_forecast)
+from kernelcast.graphs.search.tree import (
+    MAX_EMPTY_ROUNDS,
+    NOT_IN_REPLAY,
+    NodeRecord,
+    SearchState,
+    TreeEdit,
+    expected_log_speedup,
+    generator_ran_dry,
+    incumbent_of,
+    node_forecast,
+)
 from kernelcast.tools.core.measurement import Measurement
 
 

@@ -9,8 +9,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from kernelcast.commands.stores import readable_store, writable_store
 from kernelcast.console import console, fail
-from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools.core.measurement import MeasureConfig
+from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools.core.task import builtin_task_paths, load_task, resolve_task
 from kernelcast.tools.hardware.measurers.factory import make_measurer
 

@@ -13,8 +13,8 @@ from kernelcast.agents.registry import DEFAULT_FORECASTER, FORECASTERS
 from kernelcast.commands.measure import candidate_from_options
 from kernelcast.commands.stores import readable_store
 from kernelcast.console import console, fail
-from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools.core.bins import BIN_NAMES, bin_label
+from kernelcast.tools.core.settings import get_settings
 
 app = typer.Typer()
 

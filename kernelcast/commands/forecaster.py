@@ -20,8 +20,9 @@ from kernelcast.agents.registry import FORECASTERS
 from kernelcast.agents.train.data import CORPUS_MANIFEST, read_jsonl
 from kernelcast.agents.train.prompt import MAX_SOURCE_CHARS
 from kernelcast.commands.stores import readable_store
-from kernelcast.tools.store.store import Store
 from kernelcast.console import console, fail
+from kernelcast.tools.store.store import Store
+
 
 @contextmanager
 def _store_or_none() -> Iterator[Store | None]:

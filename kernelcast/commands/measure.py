@@ -11,12 +11,12 @@ from rich.table import Table
 from kernelcast import api
 from kernelcast.commands.stores import readable_store, store_exists, writable_store
 from kernelcast.console import console, fail
-from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools.core.bins import BIN_NAMES
 from kernelcast.tools.core.candidate import Candidate
-from kernelcast.tools.core.measurement import Measurement, MeasureConfig
-from kernelcast.tools.store.store import Store
 from kernelcast.tools.core.errors import EXIT_DEVICE, EXIT_FAILED
+from kernelcast.tools.core.measurement import MeasureConfig, Measurement
+from kernelcast.tools.core.settings import get_settings
+from kernelcast.tools.store.store import Store
 
 app = typer.Typer()
 

@@ -13,16 +13,16 @@ from rich.table import Table
 
 from kernelcast import api
 from kernelcast.agents.registry import FORECASTERS, SELECTABLE_GENERATORS, forecaster_spec, generator_spec
+from kernelcast.commands.stores import readable_store, store_exists, writable_store
 from kernelcast.console import console, err_console, fail
-from kernelcast.report import report_note
-from kernelcast.tools.core.settings import get_settings
-from kernelcast.tools.core.errors import EXIT_INTERRUPTED, EXIT_USAGE
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.config import default, listed_router
 from kernelcast.graphs.events import logged, parse
-from kernelcast.graphs.search.result import RunResult, ShownSpeedup, interval_text, ranked, shown_speedups, spend_text
 from kernelcast.graphs.route.routers import ROUTERS, router_spec
-from kernelcast.commands.stores import readable_store, store_exists, writable_store
+from kernelcast.graphs.search.result import RunResult, ShownSpeedup, interval_text, ranked, shown_speedups, spend_text
+from kernelcast.report import report_note
+from kernelcast.tools.core.errors import EXIT_INTERRUPTED, EXIT_USAGE
+from kernelcast.tools.core.settings import get_settings
 
 if TYPE_CHECKING:
     from kernelcast.throughput import Throughput

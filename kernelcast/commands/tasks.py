@@ -13,8 +13,15 @@ from rich.table import Table
 from kernelcast.console import console, err_console
 from kernelcast.task_init import missing
 from kernelcast.tools.core.errors import EXIT_USAGE
-from kernelcast.tools.core.task import (MAX_TASK_FILE_BYTES, BufferArg, LocalArg, TaskError, builtin_task_paths, load_task,
-                                   resolve_task)
+from kernelcast.tools.core.task import (
+    MAX_TASK_FILE_BYTES,
+    BufferArg,
+    LocalArg,
+    TaskError,
+    builtin_task_paths,
+    load_task,
+    resolve_task,
+)
 
 app = typer.Typer(help="List built-in tasks or show one task.", invoke_without_command=True)
 

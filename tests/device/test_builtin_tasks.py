@@ -14,14 +14,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support.numpy_refs import NUMPY_REFS
 
 from kernelcast.tools.core.candidate import check_signature
 from kernelcast.tools.core.expr import evaluate
-from kernelcast.tools.hardware.harness import buffer_count, make_inputs, scalar_values
 from kernelcast.tools.core.measurement import MeasureConfig, Status
 from kernelcast.tools.core.task import BufferArg, Task, builtin_task_paths, load_task
+from kernelcast.tools.hardware.harness import buffer_count, make_inputs, scalar_values
 from kernelcast.tools.hardware.worker import MeasurementWorker
+
+from support.numpy_refs import NUMPY_REFS
 
 EXPECTED_TASKS = {"saxpy", "reduce_rows", "softmax", "layernorm", "transpose", "gemm", "gemv", "stencil2d",
                   "histogram", "scan"}

@@ -11,6 +11,7 @@ from kernelcast.tools.core.confinement import ConfinementError, check_candidate
 from kernelcast.tools.core.measurement import MeasureConfig, Status
 from kernelcast.tools.core.task import Task, resolve_task
 from kernelcast.tools.hardware.worker import MeasurementWorker
+
 from support.saxpy_sources import SAXPY_BODY, SAXPY_SIG, saxpy_candidate
 
 SMALL = MeasureConfig(sizes="small", max_reps=5, target_seconds=0.01, timeout_s=60)

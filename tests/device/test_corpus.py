@@ -19,9 +19,10 @@ import numpy as np
 import pytest
 
 from kernelcast.tools.core.candidate import canonical_source
-from kernelcast.tools.hardware.harness import buffer_count, make_inputs, scalar_values
 from kernelcast.tools.core.task import BufferArg, Task, builtin_task_paths, load_task
+from kernelcast.tools.hardware.harness import buffer_count, make_inputs, scalar_values
 from kernelcast.tools.hardware.worker import MeasurementWorker
+
 from support.paths import ROOT
 
 CORPUS = ROOT / "bench" / "corpus"

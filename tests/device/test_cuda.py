@@ -25,16 +25,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from support.cuda_emu import EmulationError, gxx_available, run_emulated
-from support.numpy_refs_cuda import NUMPY_REFS
+from kernelcast.tools.core.candidate import Candidate, check_signature
+from kernelcast.tools.core.measurement import MeasureConfig, Status
+from kernelcast.tools.core.task import Task, resolve_task
 from kernelcast.tools.hardware.backends import DeviceRuntimeError, make_runner
 from kernelcast.tools.hardware.backends.cuda import ensure_c_linkage, launch_dims, list_devices
-from kernelcast.tools.core.candidate import Candidate, check_signature
 from kernelcast.tools.hardware.harness import compare_outputs, make_inputs
-from kernelcast.tools.core.measurement import MeasureConfig, Status
 from kernelcast.tools.hardware.nvcc import compile_check, nvcc_available
-from kernelcast.tools.core.task import Task, resolve_task
 from kernelcast.tools.hardware.worker import MeasurementWorker, WorkerError
+
+from support.cuda_emu import EmulationError, gxx_available, run_emulated
+from support.numpy_refs_cuda import NUMPY_REFS
 
 CUDA_TASKS = ["gemm_cuda", "softmax_cuda", "reduce_rows_cuda", "transpose_cuda", "layernorm_cuda"]
 ALL_POINTS = os.environ.get("KERNELCAST_CUDA_ALL_POINTS", "") not in ("", "0")  # no sampling anywhere

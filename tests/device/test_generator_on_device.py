@@ -11,14 +11,14 @@ import pytest
 from typer.testing import CliRunner
 
 from kernelcast.agents.generate.base import GenerationContext, Generator
-from kernelcast.agents.generate.offline import (OfflineGenerator, generic_edits, local_size_independent,
-                                                 pragma_sites)
-from kernelcast.tools.core.settings import get_settings
+from kernelcast.agents.generate.offline import OfflineGenerator, generic_edits, local_size_independent, pragma_sites
 from kernelcast.tools.core.candidate import candidate_from_file, check_signature
 from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig, Status
-from kernelcast.tools.store.store import Store
+from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools.core.task import Task, builtin_task_paths, load_task, resolve_task
 from kernelcast.tools.hardware.worker import MeasurementWorker, WorkerError
+from kernelcast.tools.store.store import Store
+
 from support.paths import KERNELS
 
 SMALL = MeasureConfig(sizes="small", time_kernels=False)

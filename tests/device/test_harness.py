@@ -11,6 +11,7 @@ from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import MeasureConfig, Status
 from kernelcast.tools.core.task import Task, load_task, resolve_task
 from kernelcast.tools.hardware.worker import MeasurementWorker
+
 from support.paths import KERNELS
 
 SMALL = MeasureConfig(sizes="small", max_reps=10, target_seconds=0.02, timeout_s=60)

@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 
 from kernelcast.tools.core.candidate import Candidate
-from kernelcast.tools.hardware.probe import DeviceUnusable, choose_device, probe_devices
 from kernelcast.tools.core.measurement import Status
 from kernelcast.tools.core.task import Task, TaskError
+from kernelcast.tools.hardware.probe import DeviceUnusable, choose_device, probe_devices
 from kernelcast.tools.hardware.worker import MeasurementWorker, WorkerError
+
 from support.cli import run_cli
 from support.slowadd import CONFIG, SLOW_ADD, edit, write_task
+
 
 @pytest.fixture(scope="module")
 def task(tmp_path_factory: pytest.TempPathFactory) -> Task:

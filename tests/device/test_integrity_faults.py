@@ -19,14 +19,15 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from support.read_only import read_only
 from typer.testing import CliRunner
 
 from kernelcast import console as console_module
 from kernelcast.cli import app
 from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools.core.task import TaskError, load_task, resolve_task
+
 from support.paths import ROOT
+from support.read_only import read_only
 
 # an endless kernel with saxpy's signature (bounded so no compiler may assume it finishes; it never does)
 HANG = """

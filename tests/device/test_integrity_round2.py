@@ -11,18 +11,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.cli import run_cli
-from support.slowadd import CONFIG, SLOW_ADD, edit, write_task
 
-from kernelcast.tools.hardware.backends import make_runner
-from kernelcast.tools.hardware.backends.base import CompileError
 from kernelcast.tools.core.candidate import Candidate, content_hash
 from kernelcast.tools.core.confinement import ConfinementError, check_candidate
-from kernelcast.tools.hardware.harness import Harness, resolve_geometry, run_once, task_identity
 from kernelcast.tools.core.measurement import Status
 from kernelcast.tools.core.program_state import mutable_state_problem
 from kernelcast.tools.core.task import Task
+from kernelcast.tools.hardware.backends import make_runner
+from kernelcast.tools.hardware.backends.base import CompileError
+from kernelcast.tools.hardware.harness import Harness, resolve_geometry, run_once, task_identity
 from kernelcast.tools.hardware.worker import MeasurementWorker
+
+from support.cli import run_cli
+from support.slowadd import CONFIG, SLOW_ADD, edit, write_task
 
 CL2 = ["-cl-std=CL2.0"]
 

@@ -19,10 +19,10 @@ from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunEnv
 from kernelcast.graphs.run import start_run
 from kernelcast.graphs.search.session_graph import PARAMS
-from kernelcast.tools.hardware import probe as device_probe
-from kernelcast.tools.store.store import Store
 from kernelcast.tools.core.task import load_task, resolve_task
+from kernelcast.tools.hardware import probe as device_probe
 from kernelcast.tools.hardware.worker import MeasurementWorker
+from kernelcast.tools.store.store import Store
 
 SLOW_SAXPY = """
 __kernel void saxpy(__global const float *x, __global float *y, const float a, const int n)

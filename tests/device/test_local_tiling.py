@@ -21,8 +21,8 @@ from kernelcast.tools.core.candidate import Candidate, check_signature
 from kernelcast.tools.core.measurement import MeasureConfig, Status
 from kernelcast.tools.core.task import Task, load_task, resolve_task
 from kernelcast.tools.hardware.worker import MeasurementWorker
-from support.paths import KERNELS
 
+from support.paths import KERNELS
 
 # A 2-D kernel without reuse: every work-item reads its own K values (the index depends on both ids).
 NO_REUSE_TOML = """

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 
 from kernelcast.tools.core.candidate import Candidate
-from kernelcast.tools.core.measurement import Measurement, MeasureConfig, Status
+from kernelcast.tools.core.measurement import MeasureConfig, Measurement, Status
+from kernelcast.tools.core.task import Task, resolve_task
 from kernelcast.tools.hardware.measurers.base import Measurer, MeasurerError, check_one_device_model
 from kernelcast.tools.hardware.measurers.factory import make_measurer
 from kernelcast.tools.hardware.measurers.local import LocalMeasurer, PoolMeasurer, plan_devices
 from kernelcast.tools.hardware.measurers.replay import REPLAY_MISSING_FLAG, ReplayMeasurer
-from kernelcast.tools.store.store import Store
-from kernelcast.tools.core.task import Task, resolve_task
 from kernelcast.tools.hardware.worker import WorkerError
+from kernelcast.tools.store.store import Store
 
 SMALL = MeasureConfig(sizes="small", max_reps=10, target_seconds=0.02, timeout_s=60)
 BODY = "y[i] = a * x[i] + y[i];"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from kernelcast import api
-from kernelcast.tools.store.store import Store
 from kernelcast.tools.core.task import TaskError, load_task
+from kernelcast.tools.store.store import Store
 
 # Blocks of BS along a row of 64: every BS adds the same elements in the same order, so every point is correct.
 KERNEL = """#ifndef BS

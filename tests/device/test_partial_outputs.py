@@ -9,12 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.cli import run_cli
-from support.slowadd import CONFIG
 
 from kernelcast.tools.core.measurement import Status
 from kernelcast.tools.core.task import Task, TaskError, load_task
 from kernelcast.tools.hardware.worker import MeasurementWorker
+
+from support.cli import run_cli
+from support.slowadd import CONFIG
 
 STENCIL = """
 __kernel void blur(__global const float *in, __global float *out, int W, int H)

@@ -8,13 +8,20 @@ from pathlib import Path
 import pytest
 
 from kernelcast.agents.forecast.blend import BlendedForecaster
-from kernelcast.agents.forecast.device_probe import (PROBE, SCATTER_PROBE, SIMD_PROBE, WORK_GROUP_PROBE, device_bandwidth,
-                                                     guessed_bandwidth, run_simd_probe)
+from kernelcast.agents.forecast.device_probe import (
+    PROBE,
+    SCATTER_PROBE,
+    SIMD_PROBE,
+    WORK_GROUP_PROBE,
+    device_bandwidth,
+    guessed_bandwidth,
+    run_simd_probe,
+)
 from kernelcast.agents.forecast.prior import RooflinePrior
 from kernelcast.tools.core.measurement import HardwareSpec
-from kernelcast.tools.store.store import Store
 from kernelcast.tools.core.task import resolve_task
 from kernelcast.tools.hardware.worker import MeasurementWorker
+from kernelcast.tools.store.store import Store
 
 
 def test_triad_probe_is_measured_once_and_stored(tmp_path: Path, worker: MeasurementWorker) -> None:

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from kernelcast.agents.generate.derived_space import KEEP, DerivedSpace, work_group_shapes
 from kernelcast.agents.generate.base import GenerationContext
+from kernelcast.agents.generate.derived_space import KEEP, DerivedSpace, work_group_shapes
 from kernelcast.agents.generate.kernel_ast import KernelParseError, observes_work_group, parse, readonly_pointers
 from kernelcast.agents.generate.offline import OfflineGenerator, local_size_choices
 from kernelcast.agents.generate.space_filling import space_filling
@@ -24,6 +24,7 @@ from kernelcast.tools.core.candidate import Candidate, check_signature
 from kernelcast.tools.core.measurement import MeasureConfig, Status
 from kernelcast.tools.core.task import Task, builtin_task_paths, load_task, resolve_task
 from kernelcast.tools.hardware.worker import MeasurementWorker
+
 from support.paths import EXAMPLES, KERNELS
 
 SMALL = MeasureConfig(sizes="small", time_kernels=False)

@@ -11,21 +11,20 @@ from pathlib import Path
 import numpy as np
 
 from kernelcast.agents.forecast.distributions import lognormal_bins
-from kernelcast.graphs.route.risk_control import TrustThresholds
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunEnv
 from kernelcast.graphs.events import Spend
-from kernelcast.graphs.search.budget import confirm_reserve, confirmations
-from kernelcast.graphs.search.tree import (best_measured, incumbent_of, new_node, standing, still_to_confirm,
-                                           top_measured)
+from kernelcast.graphs.route.risk_control import TrustThresholds
 from kernelcast.graphs.route.routing import RoutingInput, SelectiveRouter
-from kernelcast.graphs.run import start_run
 from kernelcast.graphs.route.trust import RouteRecord, TrustedDecision, beat_of, trust_summary, trusted_decisions
+from kernelcast.graphs.run import start_run
+from kernelcast.graphs.search.budget import confirm_reserve, confirmations
+from kernelcast.graphs.search.tree import best_measured, incumbent_of, new_node, standing, still_to_confirm, top_measured
 from kernelcast.tools.core.measurement import Measurement, RivalComparison, Status, TimingStats
+from kernelcast.tools.core.task import BUILTIN_DIR, resolve_task
 from kernelcast.tools.store.store import Store
 
 from support.run_checks import check_pairing
-from kernelcast.tools.core.task import BUILTIN_DIR, resolve_task
 
 PRUNE_EVERYTHING = TrustThresholds(prune_below=0.3, accept_above=None, n_calibration=100)
 

@@ -12,10 +12,10 @@ def test_a_run_certifies_on_its_tasks_rows_unless_told_to_use_every_tasks(tmp_pa
     side decides nothing alone before its probation audits on the task were measured and found right."""
     import pytest
 
-    from kernelcast.graphs.route.risk_control import PROBATION_AUDITS
     from kernelcast.graphs.config import RunConfig
-    from kernelcast.graphs.run import RunEnv, start_run
+    from kernelcast.graphs.route.risk_control import PROBATION_AUDITS
     from kernelcast.graphs.route.trust import RouteRecord, trust_summary
+    from kernelcast.graphs.run import RunEnv, start_run
     from kernelcast.tools.store.store import Store
 
     reasons: dict[bool, list[str]] = {}

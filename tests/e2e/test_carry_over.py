@@ -8,11 +8,14 @@ from pathlib import Path
 
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.events import Skip
-from kernelcast.graphs.search.tree import NOT_IN_REPLAY
-from kernelcast.graphs.run import RunEnv, start_run
 from kernelcast.graphs.route.trust import RouteRecord, trust_summary
+from kernelcast.graphs.run import RunEnv, start_run
+from kernelcast.graphs.search.tree import NOT_IN_REPLAY
 from kernelcast.tools.store.store import Store
+
 from support.run_checks import check_invariants
+
+
 def test_a_dropped_child_is_forecast_and_routed_again_until_decided(tmp_path: Path) -> None:
     store = Store(tmp_path / "k.db")
     config = RunConfig(task="gemm", budget=8, router="selective", sizes="small", measure_per_round=2)

@@ -8,11 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from kernelcast.agents.factory import SEED_DATASET
 from kernelcast.tools.core.measurement import Measurement, Status
-from kernelcast.tools.store.store import Store
 from kernelcast.tools.core.task import resolve_task
+from kernelcast.tools.store.store import Store
 
 
 def kc(tmp_path: Path, *args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from kernelcast.tools.store.store import Store
+
 from support.paths import ROOT
 
 

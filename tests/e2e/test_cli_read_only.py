@@ -15,9 +15,9 @@ import pytest
 
 from kernelcast import api
 from kernelcast.tools.core.settings import get_settings
+
 from support.paths import ROOT
 from support.read_only import read_only
-
 
 
 def kc(home: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -6,8 +6,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from support.paths import ROOT
 
+from support.paths import ROOT
 
 
 def run_example(name: str, *args: str, home: Path, unset: tuple[str, ...] = (),

@@ -11,14 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.cli import run_cli
 
 from kernelcast.agents.generate.families import TEMPLATE, WRITTEN, transformation_family
 from kernelcast.graphs.route.risk_control import TrustThresholds
 from kernelcast.graphs.route.routing import MIN_FAMILY_EVIDENCE, RoutingInput, SelectiveRouter
 from kernelcast.tools.core.candidate import Candidate
-from support.paths import ROOT
 
+from support.cli import run_cli
+from support.paths import ROOT
 
 
 def item(key: str, family: str, measured: int, p_mean: float) -> RoutingInput:

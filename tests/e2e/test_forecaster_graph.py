@@ -10,19 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.agents.forecast.device_probe import PROBE
-from kernelcast.agents.forecast.distributions import belief_above
 from kernelcast.agents.factory import learned_forecaster
 from kernelcast.agents.forecast.base import Provenance
+from kernelcast.agents.forecast.device_probe import PROBE
+from kernelcast.agents.forecast.distributions import belief_above
 from kernelcast.agents.forecast.learned import task_lookup, training_set
-from kernelcast.graphs.route.risk_control import SEED_REPLAY
 from kernelcast.agents.forecast.task_model import PREDICTIVE_DOF
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunEnv
-from kernelcast.graphs.run import start_run
+from kernelcast.graphs.route.risk_control import SEED_REPLAY
 from kernelcast.graphs.route.trust import RouteRecord, calibration_rows, live_counts, trust_summary
-from kernelcast.tools.store.store import Store
+from kernelcast.graphs.run import start_run
 from kernelcast.tools.core.task import BUILTIN_DIR, TaskError, resolve_task
+from kernelcast.tools.store.store import Store
 
 
 @pytest.fixture()

@@ -284,10 +284,11 @@ def test_a_trained_model_forecasts_inside_a_real_optimize_run(tiny: Path, datase
 def test_a_trained_model_is_certified_on_its_own_runs_rows_only(tmp_path: Path) -> None:
     """Another forecaster's calibration rows (and the seed's replay, made with the blended forecaster) never
     certify a trained model's routing: only the rows of runs that forecast with that very model do."""
-    from kernelcast.graphs.route.risk_control import SEED_REPLAY
     from kernelcast.graphs.events import Route
+    from kernelcast.graphs.route.risk_control import SEED_REPLAY
     from kernelcast.graphs.route.trust import trust_for
     from kernelcast.tools.store.store import Store
+
     from support.records import measurement
 
     store = Store(tmp_path / "k.db")

@@ -15,13 +15,14 @@ import pytest
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunEnv
-from kernelcast.graphs.search.route_step import routing_input
-from kernelcast.graphs.search.tree import node_forecast
 from kernelcast.graphs.route.routing import measure_order
 from kernelcast.graphs.run import open_measurer, open_run, start_run
+from kernelcast.graphs.search.route_step import routing_input
+from kernelcast.graphs.search.tree import node_forecast
 from kernelcast.tools.store.store import Store
-from support.run_checks import check_invariants, kill_after_spends, resume_to_the_end
+
 from support.cli import start_cli
+from support.run_checks import check_invariants, kill_after_spends, resume_to_the_end
 
 
 def test_each_leftover_is_picked_by_a_forecast_that_learned_every_measurement_before_it(

@@ -11,9 +11,9 @@ from kernelcast.graphs.context import RunEnv
 from kernelcast.graphs.events import parse
 from kernelcast.graphs.run import RunError, resume_run, start_run
 from kernelcast.tools.store.store import Store
+
 from support.cli import start_cli
 from support.run_checks import check_invariants, kill_after_spends, resume_to_the_end
-
 
 
 @pytest.mark.parametrize("router", ["measure-all", "topk", "selective"])

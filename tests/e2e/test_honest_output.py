@@ -25,8 +25,8 @@ from kernelcast import api
 from kernelcast.graphs.search.result import ShownSpeedup, interval_text, ranked, shown_speedups
 from kernelcast.report import ForecastPair, _scores, load_run, progress_figure, rank_skill, tree_figure, write_report
 from kernelcast.tools.core.settings import get_settings
-from support.paths import ROOT
 
+from support.paths import ROOT
 
 
 @dataclass

@@ -9,8 +9,9 @@ from pathlib import Path
 from kernelcast.graphs.events import Spend
 from kernelcast.graphs.route.trust import RouteRecord
 from kernelcast.tools.store.store import Store
-from support.run_checks import check_invariants, check_pairing, kill_after_spends, resume_to_the_end
+
 from support.cli import start_cli
+from support.run_checks import check_invariants, check_pairing, kill_after_spends, resume_to_the_end
 
 BUDGET = 18
 

@@ -18,6 +18,7 @@ from kernelcast.agents.llm.client import (
     resolve_api_key,
 )
 from kernelcast.tools.core.settings import get_settings
+
 from support.llm_server import CannedServer, LlamaServer, free_port
 
 

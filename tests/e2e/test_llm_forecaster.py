@@ -13,16 +13,16 @@ import math
 import numpy as np
 import pytest
 
-from kernelcast.agents.forecast.base import Forecast
-from kernelcast.agents.llm.client import LLMClient, TokenLogprob
+from kernelcast.agents.forecast.base import Forecast, RepairError
 from kernelcast.agents.forecast.llm import LLMForecaster, build_prompt, digit_distribution
+from kernelcast.agents.llm.client import LLMClient, TokenLogprob
 from kernelcast.agents.llm.prompting import bin_table
-from kernelcast.agents.forecast.base import RepairError
-from support.llm_server import CannedServer, LlamaServer, find_gguf, free_port
 from kernelcast.tools.core.bins import EDGES
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import HardwareSpec
 from kernelcast.tools.core.task import Task, resolve_task
+
+from support.llm_server import CannedServer, LlamaServer, find_gguf, free_port
 
 CPU = HardwareSpec(backend="opencl", platform="Portable Computing Language", name="pthread-AMD EPYC",
                    device_type="CPU", compute_units=2, clock_mhz=2596, global_mem_bytes=4 << 30,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.agents.generate.dedup import Deduplicator
 from kernelcast.agents.generate.base import GenerationContext, ProposalReport, Reason, Validator
-from kernelcast.agents.llm.client import LLMClient
+from kernelcast.agents.generate.dedup import Deduplicator
 from kernelcast.agents.generate.llm import LLMGenerator, build_prompt, read_reply
+from kernelcast.agents.llm.client import LLMClient
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig, Status
 from kernelcast.tools.core.task import Task, resolve_task

@@ -20,6 +20,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from kernelcast.mcp_server import PUBLISHED
+
 from support.paths import ROOT
 
 BROKEN = ("__kernel void saxpy(__global const float *x, __global float *y, const float a, const int n)\n"

@@ -35,8 +35,8 @@ def test_a_two_worker_pool_run_keeps_the_budget_invariants(tmp_path: Path) -> No
 
 
 def test_a_pool_refuses_two_device_models_unless_asked(tmp_path: Path) -> None:
-    from kernelcast.tools.hardware.probe import probe_devices
     from kernelcast.tools.hardware.measurers.base import MeasurerError
+    from kernelcast.tools.hardware.probe import probe_devices
 
     healthy = [s for s in probe_devices() if s.healthy]
     if len({s.key for s in healthy}) < 2:

@@ -11,12 +11,12 @@ import pytest
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install ray): the Ray measurer cannot be tested")
 
 from kernelcast.tools.core.candidate import Candidate  # noqa: E402
-from kernelcast.tools.core.measurement import Measurement, MeasureConfig, Status  # noqa: E402
+from kernelcast.tools.core.measurement import MeasureConfig, Measurement, Status  # noqa: E402
+from kernelcast.tools.core.task import Task, resolve_task  # noqa: E402
 from kernelcast.tools.hardware.measurers.base import MeasurerError  # noqa: E402
 from kernelcast.tools.hardware.measurers.factory import make_measurer  # noqa: E402
 from kernelcast.tools.hardware.measurers.local import LocalMeasurer  # noqa: E402
 from kernelcast.tools.hardware.measurers.ray import RayMeasurer  # noqa: E402
-from kernelcast.tools.core.task import Task, resolve_task  # noqa: E402
 
 SMALL = MeasureConfig(sizes="small", max_reps=10, target_seconds=0.02, timeout_s=60)
 BODY = "y[i] = a * x[i] + y[i];"

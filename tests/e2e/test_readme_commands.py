@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from kernelcast import task_docs
+
 from support.paths import ROOT
 
 README = ROOT / "README.md"

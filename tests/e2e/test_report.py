@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernelcast.agents.forecast.scoring import ece
 from kernelcast import api
+from kernelcast.agents.forecast.scoring import ece
 from kernelcast.report import (
     PLOTS,
     ReportError,
@@ -23,8 +23,9 @@ from kernelcast.report import (
     reliability,
     write_report,
 )
-from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools.core.bins import NUM_BINS
+from kernelcast.tools.core.settings import get_settings
+
 from support.paths import ROOT
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

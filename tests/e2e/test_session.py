@@ -20,8 +20,9 @@ from mcp.client.stdio import StdioServerParameters
 import kernelcast
 from kernelcast.session import SessionError
 from kernelcast.tools.core.settings import get_settings
-from kernelcast.tools.store.store import Store
 from kernelcast.tools.core.task import resolve_task
+from kernelcast.tools.store.store import Store
+
 from support.paths import ROOT
 
 BROKEN = ("__kernel void saxpy(__global const float *x, __global float *y, const float a, const int n)\n"

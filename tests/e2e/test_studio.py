@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from support.paths import ROOT
 
+from support.paths import ROOT
 
 
 def test_langgraph_json_names_the_graph_factory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -15,8 +15,8 @@ def test_langgraph_json_names_the_graph_factory(tmp_path: Path, monkeypatch: pyt
     module_path, func = spec["graphs"]["optimize"].split(":")
     assert (ROOT / module_path).exists() and func == "make_graph"
     monkeypatch.setenv("KERNELCAST_HOME", str(tmp_path))
-    from kernelcast.tools.core.settings import get_settings
     from kernelcast.studio import make_graph
+    from kernelcast.tools.core.settings import get_settings
 
     get_settings.cache_clear()  # settings are read once per process; this test changes the home
 

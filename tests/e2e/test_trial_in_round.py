@@ -18,8 +18,9 @@ import pytest
 from kernelcast.graphs.route.risk_control import PROBATION_AUDITS, SEED_REPLAY
 from kernelcast.graphs.route.trust import RouteRecord, beat_of, last_routes, trust_summary, wrong_given
 from kernelcast.tools.store.store import Store
-from support.run_checks import check_invariants, resume_to_the_end
+
 from support.paths import ROOT
+from support.run_checks import check_invariants, resume_to_the_end
 
 BUDGET = 10
 DRIVER = f"""

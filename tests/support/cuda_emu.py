@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
+from kernelcast.tools.core.candidate import Candidate
+from kernelcast.tools.core.task import BufferArg, ScalarArg, Task
 from kernelcast.tools.hardware.backends.base import GUARD_BYTE, GUARD_BYTES
 from kernelcast.tools.hardware.backends.cuda import ensure_c_linkage, launch_dims
-from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.hardware.harness import buffer_count, poison, resolve_geometry, scalar_values
-from kernelcast.tools.core.task import BufferArg, ScalarArg, Task
 
 HEADER = Path(__file__).with_name("cuda_emu.h")
 _CTYPES = {"float32": "float", "float64": "double", "int32": "int", "uint32": "unsigned", "int64": "long long",

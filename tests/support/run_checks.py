@@ -15,6 +15,7 @@ from kernelcast.graphs.route.trust import RouteRecord
 from kernelcast.graphs.search.tree import CONSIDERED_CLASSES
 from kernelcast.tools.core.measurement import Measurement
 from kernelcast.tools.store.store import Store
+
 from support.cli import start_cli
 
 

@@ -9,8 +9,14 @@ import pytest
 
 import kernelcast.tools.core.bins
 from kernelcast.tools.core import bins
-from kernelcast.tools.core.bins import (expected_bin, expected_log_speedup, expected_speedup, normalized_entropy, speedup_bin,
-                                   top2_margin)
+from kernelcast.tools.core.bins import (
+    expected_bin,
+    expected_log_speedup,
+    expected_speedup,
+    normalized_entropy,
+    speedup_bin,
+    top2_margin,
+)
 
 ABOVE = 1e-9
 

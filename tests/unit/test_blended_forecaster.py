@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.agents.forecast.blend import BlendedForecaster
 from kernelcast.agents.factory import SEED_DATASET, learned_forecaster
+from kernelcast.agents.forecast.blend import BlendedForecaster
 from kernelcast.agents.forecast.features import device_similarity
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement, Status
-from kernelcast.tools.store.store import Store
 from kernelcast.tools.core.task import Task, resolve_task
+from kernelcast.tools.store.store import Store
+
 from support.paths import KERNELS
 
 GPU = HardwareSpec(backend="cuda", platform="cuda", name="big gpu", device_type="GPU", compute_units=132,
@@ -90,8 +91,8 @@ def test_derived_candidates_get_the_prior_until_the_forest_has_shown_skill_on_th
     a new kernel's derived points into noise. Its share on derived points is earned on derived rows only, and
     the seed has none."""
     from kernelcast.agents.forecast.blend import DERIVED, family
-    from kernelcast.tools.core.edit import Edit
     from kernelcast.agents.generate.derived_space import DerivedSpace
+    from kernelcast.tools.core.edit import Edit
     from kernelcast.tools.core.task import load_task
 
     assert blended.stack_weight(seed_device) > 0.3 and blended.stack_weight(seed_device, DERIVED) == 0.0

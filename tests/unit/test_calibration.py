@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernelcast.agents.forecast.calibration import Calibrator, apply_temperature, fit_temperature, set_max_probability
 from kernelcast.agents.forecast.base import Forecast, Provenance
+from kernelcast.agents.forecast.calibration import Calibrator, apply_temperature, fit_temperature, set_max_probability
 
 PROV = Provenance(forecaster="test")
 

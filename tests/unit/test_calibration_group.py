@@ -46,6 +46,7 @@ def test_calibration_rows_carry_their_runs_group(tmp_path: Path) -> None:
     from kernelcast.graphs.events import Route
     from kernelcast.graphs.route.trust import calibration_rows
     from kernelcast.tools.store.store import Store
+
     from support.records import measurement
 
     store = Store(tmp_path / "k.db")

@@ -18,6 +18,7 @@ from kernelcast.tools.core.confinement import ConfinementError, check_candidate,
 from kernelcast.tools.core.expr import ExpressionError, evaluate
 from kernelcast.tools.core.preprocess import MAX_SOURCE_BYTES, PreprocessError, preprocess
 from kernelcast.tools.core.task import Task, TaskError, load_task, resolve_task, resolve_task_in_roots
+
 from support.paths import ROOT
 from support.saxpy_sources import SAXPY_BODY, SAXPY_SIG, saxpy_candidate
 

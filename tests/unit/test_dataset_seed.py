@@ -6,8 +6,8 @@ from pathlib import Path
 
 from kernelcast.agents.factory import SEED_DATASET, foreign_seed
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement, Status
-from kernelcast.tools.store.store import Store
 from kernelcast.tools.core.task import resolve_task
+from kernelcast.tools.store.store import Store
 
 SPEC = HardwareSpec(backend="opencl", platform="p", name="dev", compute_units=2)
 

@@ -19,6 +19,7 @@ from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.legacy_intent import parse_legacy_intent
 from kernelcast.tools.core.task import Task, load_task, resolve_task
 from kernelcast.tools.store.store import MIGRATIONS, SCHEMA_VERSION, Store
+
 from support.paths import KERNELS
 
 

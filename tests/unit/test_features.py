@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-
 import pytest
 
-from kernelcast.agents.forecast.features import SOURCE_KEYS, context, candidate_features, features, source_features
+from kernelcast.agents.forecast.features import SOURCE_KEYS, candidate_features, context, features, source_features
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import HardwareSpec
 from kernelcast.tools.core.task import load_task, resolve_task
+
 from support.paths import KERNELS
 
 TILED = """

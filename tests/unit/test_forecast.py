@@ -148,7 +148,7 @@ def test_parse_bin(raw: object, expected: int | None) -> None:
 
 
 def test_llm_forecaster_satisfies_the_protocol() -> None:
-    from kernelcast.agents.llm.client import LLMClient
     from kernelcast.agents.forecast.llm import LLMForecaster
+    from kernelcast.agents.llm.client import LLMClient
 
     assert isinstance(LLMForecaster(LLMClient("openai/x", api_base="http://127.0.0.1:9/v1")), Forecaster)

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.agents.generate.dedup import Deduplicator
 from kernelcast.agents.generate.base import GenerationContext, ProposalReport, Reason, Validator
-from kernelcast.agents.generate.offline import (OfflineGenerator, generic_edits)
+from kernelcast.agents.generate.dedup import Deduplicator
+from kernelcast.agents.generate.offline import OfflineGenerator, generic_edits
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import Measurement, Status
-from kernelcast.tools.store.store import Store
 from kernelcast.tools.core.task import Task, Tolerance, load_task, resolve_task
+from kernelcast.tools.store.store import Store
+
 from support.paths import KERNELS
 
 DEVICE = "opencl:test-platform:test-device"

@@ -10,8 +10,16 @@ import pytest
 from kernelcast.tools.core.candidate import entry_parameters
 from kernelcast.tools.core.confinement import option_problem
 from kernelcast.tools.core.errors import EXIT_USAGE, InputError
-from kernelcast.tools.core.language import (CUDA, LANGUAGES, OPENCL, LanguageName, UnknownLanguageError, language,
-                                            language_of_source, language_of_suffix)
+from kernelcast.tools.core.language import (
+    CUDA,
+    LANGUAGES,
+    OPENCL,
+    LanguageName,
+    UnknownLanguageError,
+    language,
+    language_of_source,
+    language_of_suffix,
+)
 from kernelcast.tools.hardware.backends import BACKENDS, UnknownBackendError, get_backend
 
 

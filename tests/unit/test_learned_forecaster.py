@@ -16,8 +16,8 @@ import pytest
 from kernelcast.agents.forecast.learned import LearnedForecaster, forecasts_per_second, leave_task_out, training_set
 from kernelcast.tools.core.bins import speedup_bin
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement, Status
-from kernelcast.tools.store.store import Store
 from kernelcast.tools.core.task import resolve_task
+from kernelcast.tools.store.store import Store
 
 DEVICE = "opencl:pocl:cpu"
 HW = HardwareSpec(backend="opencl", platform="pocl", name="cpu", device_type="CPU", compute_units=2,

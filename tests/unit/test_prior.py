@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-from kernelcast.agents.forecast.device_probe import (Bandwidth, CpuCosts)
-from kernelcast.agents.forecast.prior import (DeviceModel, RooflinePrior, cpu_simd_share, cpu_vectorizes_across,
-                                              predicted_time)
+from kernelcast.agents.forecast.device_probe import Bandwidth, CpuCosts
+from kernelcast.agents.forecast.prior import DeviceModel, RooflinePrior, cpu_simd_share, cpu_vectorizes_across, predicted_time
 from kernelcast.agents.forecast.work_estimate import compulsory_bytes, estimate
 from kernelcast.tools.core.measurement import HardwareSpec
 from kernelcast.tools.core.task import resolve_task
+
 from support.paths import ROOT
 
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 
 from kernelcast.agents.forecast.distributions import lognormal_bins
-from kernelcast.graphs.route.risk_control import (DEVICE_RECORD, PROBATION_AUDITS, SEED_REPLAY, TrustThresholds,
-                                            probation)
 from kernelcast.graphs.events import Route
+from kernelcast.graphs.route.risk_control import DEVICE_RECORD, PROBATION_AUDITS, SEED_REPLAY, TrustThresholds, probation
 from kernelcast.graphs.route.routing import RoutingInput, SelectiveRouter, acts_on
 from kernelcast.graphs.route.trust import trust_for
 from kernelcast.tools.store.store import Store
+
 from support.records import measurement
 
 LEARNED = ("learned", None)  # the forecaster the shipped seed replay was made with

@@ -9,12 +9,20 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from kernelcast.agents.registry import (DEFAULT_FORECASTER, DEFAULT_GENERATOR, EXTERNAL, FORECASTERS, GENERATORS,
-                                        SELECTABLE_GENERATORS, make_forecaster, make_generator)
+from kernelcast.agents.registry import (
+    DEFAULT_FORECASTER,
+    DEFAULT_GENERATOR,
+    EXTERNAL,
+    FORECASTERS,
+    GENERATORS,
+    SELECTABLE_GENERATORS,
+    make_forecaster,
+    make_generator,
+)
 from kernelcast.graphs.config import RunConfig, default
 from kernelcast.graphs.route.routers import DEFAULT_RISK, DEFAULT_ROUTER, ROUTERS, make_router
-from support.paths import ROOT
 
+from support.paths import ROOT
 
 
 def enum_of(schema: dict, field: str) -> list[str]:

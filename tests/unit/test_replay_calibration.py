@@ -9,8 +9,7 @@ import pytest
 from kernelcast.agents.factory import SEED_DATASET
 from kernelcast.agents.forecast.learned import task_lookup
 from kernelcast.agents.registry import SEED_REPLAY
-from kernelcast.graphs.route.replay_calibration import (read_rows, replay_group, shipped_by_stage,
-                                                  stage_bucket)
+from kernelcast.graphs.route.replay_calibration import read_rows, replay_group, shipped_by_stage, stage_bucket
 from kernelcast.graphs.route.risk_control import fit_thresholds
 from kernelcast.tools.store.store import Store
 

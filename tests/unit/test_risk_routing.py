@@ -7,14 +7,22 @@ import math
 import numpy as np
 import pytest
 
-from kernelcast.tools.core.bins import EDGES
-from kernelcast.agents.forecast.distributions import (belief_above, belief_gain, expected_gain, lognormal_bins, moments,
-                                             prob_above)
-from kernelcast.graphs.route.risk_control import (DEVICE_RECORD, OWN_ROWS_TO_SWITCH, SEED_REPLAY, CalibrationRow,
-                                            TrustThresholds, certify_stage, clopper_pearson_interval,
-                                            clopper_pearson_lower, clopper_pearson_upper, fit_thresholds,
-                                            rows_to_certify)
+from kernelcast.agents.forecast.distributions import belief_above, belief_gain, expected_gain, lognormal_bins, moments, prob_above
+from kernelcast.graphs.route.risk_control import (
+    DEVICE_RECORD,
+    OWN_ROWS_TO_SWITCH,
+    SEED_REPLAY,
+    CalibrationRow,
+    TrustThresholds,
+    certify_stage,
+    clopper_pearson_interval,
+    clopper_pearson_lower,
+    clopper_pearson_upper,
+    fit_thresholds,
+    rows_to_certify,
+)
 from kernelcast.graphs.route.routing import RoutingInput, SelectiveRouter, audit_draw
+from kernelcast.tools.core.bins import EDGES
 
 
 def test_prob_above_reads_bins_and_interpolates_inside_them() -> None:

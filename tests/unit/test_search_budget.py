@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support.records import measurement
+from test_search_tree import node  # noqa: E402 (tests/unit is on sys.path)
 
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.search.budget import Budget, confirm_reserve, confirmations
 from kernelcast.graphs.search.tree import NodeRecord
 from kernelcast.tools.store.store import Store
 
-from test_search_tree import node  # noqa: E402 (tests/unit is on sys.path)
+from support.records import measurement
 
 
 def budget_of(tmp_path: Path, **config: object) -> tuple[Budget, Store]:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support.records import measurement
-
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunContext, RunEnv
 from kernelcast.graphs.run import open_run
@@ -18,6 +16,8 @@ from kernelcast.tools.core.measurement import HardwareSpec, Measurement
 from kernelcast.tools.core.task import resolve_task
 from kernelcast.tools.hardware.measurers.replay import ReplayMeasurer
 from kernelcast.tools.store.store import Store
+
+from support.records import measurement
 
 SPEC = HardwareSpec(backend="opencl", platform="p", name="dev", compute_units=2)
 

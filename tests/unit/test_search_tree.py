@@ -5,9 +5,18 @@ from __future__ import annotations
 import pytest
 
 from kernelcast.graphs.errors import RunError
-from kernelcast.graphs.search.tree import (CHECKPOINT_VERSION, NodeRecord, best_measured, check_version,
-                                           generator_ran_dry, incumbent_of, standing, still_to_confirm,
-                                           takes_the_lead, top_measured)
+from kernelcast.graphs.search.tree import (
+    CHECKPOINT_VERSION,
+    NodeRecord,
+    best_measured,
+    check_version,
+    generator_ran_dry,
+    incumbent_of,
+    standing,
+    still_to_confirm,
+    takes_the_lead,
+    top_measured,
+)
 
 
 def node(key: str, speedup: float | None, confirmed: float | None = None, outcome: str = "measured") -> NodeRecord:

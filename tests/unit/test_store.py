@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from kernelcast.tools.core.measurement import Measurement, Status, TimingStats
-from kernelcast.tools.store.store import SCHEMA_VERSION, RunRecord, Store, StoreError
 from kernelcast.tools.core.task import resolve_task
+from kernelcast.tools.store.store import SCHEMA_VERSION, RunRecord, Store, StoreError
+
 from support.paths import ROOT
 
 

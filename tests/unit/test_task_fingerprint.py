@@ -7,13 +7,13 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from kernelcast.agents.forecast.blend import BlendedForecaster
 from kernelcast.agents.factory import measured_on_builtins
+from kernelcast.agents.forecast.blend import BlendedForecaster
 from kernelcast.agents.forecast.features import candidate_features, context
 from kernelcast.agents.forecast.learned import task_lookup, training_set
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement, Status, TimingStats
-from kernelcast.tools.store.store import Store
 from kernelcast.tools.core.task import Task, builtin_task_paths, load_task, resolve_task
+from kernelcast.tools.store.store import Store
 
 POINT = {"TM": 4, "TN": 4, "WGX": 8, "WGY": 4, "KU": 1, "LOCAL": 0, "TK": 8}
 

@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, computed_field, model_validator
 
+from kernelcast.tools.core import language as lang
 from kernelcast.tools.core.edit import Edit, Origin, render_intent
+from kernelcast.tools.core.errors import InputError
 from kernelcast.tools.core.expr import ExpressionError, evaluate
 from kernelcast.tools.core.expr import parse as parse_expression
-from kernelcast.tools.core.legacy_intent import parse_legacy_intent
-from kernelcast.tools.core import language as lang
 from kernelcast.tools.core.language import OPENCL, language_of_source
-from kernelcast.tools.core.signature import KernelSignatureError, kernel_params
+from kernelcast.tools.core.legacy_intent import parse_legacy_intent
 from kernelcast.tools.core.preprocess import MAX_SOURCE_BYTES, PreprocessError, preprocess
-from kernelcast.tools.core.errors import InputError
+from kernelcast.tools.core.signature import KernelSignatureError, kernel_params
 
 if TYPE_CHECKING:
     from kernelcast.tools.core.task import Task

@@ -19,8 +19,8 @@ from functools import lru_cache
 
 from pcpp import Preprocessor
 
-from kernelcast.tools.core.errors import InputError
 from kernelcast.tools.core import language as lang
+from kernelcast.tools.core.errors import InputError
 from kernelcast.tools.core.language import OPENCL
 
 MAX_SOURCE_BYTES = 256 * 1024  # a kernel source (candidate or task file); the built-ins are under 8 KiB

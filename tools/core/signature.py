@@ -15,9 +15,9 @@ import re
 from dataclasses import dataclass
 
 from kernelcast.tools.core import language as lang
+from kernelcast.tools.core.errors import InputError
 from kernelcast.tools.core.language import OPENCL
 from kernelcast.tools.core.preprocess import PreprocessError, blank_comments_and_literals, preprocess
-from kernelcast.tools.core.errors import InputError
 
 ADDRESS_SPACES = {"__global": "global", "global": "global", "__local": "local", "local": "local",
                   "__constant": "constant", "constant": "constant", "__private": "private", "private": "private",

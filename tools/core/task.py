@@ -22,16 +22,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Discriminator, Field, StrictInt, Tag, ValidationError,
-                      field_validator, model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StrictInt,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from kernelcast.tools.core.edit import TEMPLATE_POINT, Edit
-from kernelcast.tools.core.expr import ExpressionError, evaluate, evaluate_int, names_in
 from kernelcast.tools.core import language as lang
-from kernelcast.tools.core.language import LanguageName
-from kernelcast.tools.core.signature import KernelParam, KernelSignatureError, kernel_params
-from kernelcast.tools.core.preprocess import MAX_SOURCE_BYTES, blank_comments_and_literals, confinement_problem
+from kernelcast.tools.core.edit import TEMPLATE_POINT, Edit
 from kernelcast.tools.core.errors import InputError
+from kernelcast.tools.core.expr import ExpressionError, evaluate, evaluate_int, names_in
+from kernelcast.tools.core.language import LanguageName
+from kernelcast.tools.core.preprocess import MAX_SOURCE_BYTES, blank_comments_and_literals, confinement_problem
+from kernelcast.tools.core.signature import KernelParam, KernelSignatureError, kernel_params
 
 if TYPE_CHECKING:
     from kernelcast.tools.core.candidate import Candidate

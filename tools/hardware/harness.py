@@ -21,15 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from kernelcast.tools.hardware.backends.base import CompileError, DeviceRuntimeError, Runner
 from kernelcast.tools.core.candidate import Candidate, SignatureError
 from kernelcast.tools.core.confinement import check_candidate as confine
+from kernelcast.tools.core.errors import InputError, KernelcastError
 from kernelcast.tools.core.expr import ExpressionError, evaluate
 from kernelcast.tools.core.lru import LRUCache
-from kernelcast.tools.core.measurement import (Measurement, MeasureConfig, RivalComparison, Status, TimingStats,
-                                          speedup_interval)
+from kernelcast.tools.core.measurement import MeasureConfig, Measurement, RivalComparison, Status, TimingStats, speedup_interval
 from kernelcast.tools.core.task import BufferArg, LocalArg, ScalarArg, Task
-from kernelcast.tools.core.errors import InputError, KernelcastError
+from kernelcast.tools.hardware.backends.base import CompileError, DeviceRuntimeError, Runner
 
 INT_POISON = 0x5A5A5A5A
 
@@ -509,7 +508,7 @@ class Harness:
             return None, [f"rival {rival.hash[:12]} not timed: {str(exc)[:200]}"]
         return _Rival(kernel, geometry, rival), []
 
-    def _time(self, task: Task, ref: _Kernel, cand: _Kernel, sizes: dict[str, int], config: MeasureConfig,
+    def _time(self, task: Task, ref: _Kernel, cand: _Kernel, sizes: dict[str, int], config: MeasureConfig,  # noqa: C901
               expected: dict[str, np.ndarray] | None, rival: _Rival | None = None) -> _Timed:
         """Time reference and candidate interleaved (alternating order) on their own buffers; with a rival, the
         three in all six orders in turn, so each kernel precedes each other equally often.

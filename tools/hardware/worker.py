@@ -20,15 +20,15 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
+from kernelcast.tools.core.candidate import Candidate
+from kernelcast.tools.core.errors import DeviceError
 from kernelcast.tools.core.language import OPENCL
+from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig, Measurement, Status
+from kernelcast.tools.core.task import BufferArg, Task, TaskError
 from kernelcast.tools.hardware.backends import UnknownBackendError, get_backend, make_runner
 from kernelcast.tools.hardware.backends.base import CompileError, DeviceRuntimeError
 from kernelcast.tools.hardware.backends.opencl import split_selector
 from kernelcast.tools.hardware.probe import DeviceStatus, choose_device
-from kernelcast.tools.core.candidate import Candidate
-from kernelcast.tools.core.measurement import HardwareSpec, Measurement, MeasureConfig, Status
-from kernelcast.tools.core.task import BufferArg, Task, TaskError
-from kernelcast.tools.core.errors import DeviceError
 
 if TYPE_CHECKING:
     from kernelcast.tools.store.store import Store

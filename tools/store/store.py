@@ -14,23 +14,29 @@ import os
 import socket
 import sqlite3
 import uuid
-from datetime import datetime, UTC
-from pathlib import Path
-from urllib.parse import quote
 from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import sqlite_utils
 from pydantic import BaseModel, ValidationError
 
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.edit import Edit
+from kernelcast.tools.core.errors import InputError
 from kernelcast.tools.core.legacy_intent import parse_legacy_intent
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement
-from kernelcast.tools.store.records import (DeviceProbeRecord, EventRecord, ForecastRecord, MeasuredForecast,
-                                      ProbeVerdictRecord, RunRecord)
 from kernelcast.tools.core.task import Task
-from kernelcast.tools.core.errors import InputError
+from kernelcast.tools.store.records import (
+    DeviceProbeRecord,
+    EventRecord,
+    ForecastRecord,
+    MeasuredForecast,
+    ProbeVerdictRecord,
+    RunRecord,
+)
 
 __all__ = ["DamagedRow", "EventRecord", "ForecastRecord", "InvalidRunId", "MeasuredForecast", "RunRecord",
            "SCHEMA_VERSION", "Store", "StoreError"]

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from clang import cindex as ci
+
 from kernelcast.agents.generate.kernel_ast import (
     PURE_CALL_PREFIXES,
     ForLoop,

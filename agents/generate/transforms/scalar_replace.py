@@ -8,6 +8,7 @@ value is loaded once before the loop, accumulated in a private variable and stor
 from __future__ import annotations
 
 from clang import cindex as ci
+
 from kernelcast.agents.generate.kernel_ast import (
     PURE_CALL_PREFIXES,
     K,

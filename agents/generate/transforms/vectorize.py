@@ -17,8 +17,18 @@ import re
 
 from clang import cindex as ci
 
-from kernelcast.agents.generate.kernel_ast import (K, Span, children, decl_key, int_literal, modified_decls, operator, strip,
-                                          value_type, walk)
+from kernelcast.agents.generate.kernel_ast import (
+    K,
+    Span,
+    children,
+    decl_key,
+    int_literal,
+    modified_decls,
+    operator,
+    strip,
+    value_type,
+    walk,
+)
 from kernelcast.agents.generate.transforms import NotApplicable
 from kernelcast.agents.generate.transforms.coarsen import Copy, Key, _Jammer
 

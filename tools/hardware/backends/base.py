@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from kernelcast.tools.core.measurement import HardwareSpec
 from kernelcast.tools.core.errors import DeviceError, KernelcastError
+from kernelcast.tools.core.measurement import HardwareSpec
 
 GUARD_BYTES = 4096  # canary zone before and after every buffer
 GUARD_BYTE = 0xA5

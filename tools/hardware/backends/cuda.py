@@ -35,12 +35,18 @@ from typing import Any
 
 import numpy as np
 
-from kernelcast.tools.hardware.backends.base import (GUARD_BYTE, GUARD_BYTES, KEPT_BUILDS, CompileError,
-                                           DeviceRuntimeError, Runner)
-from kernelcast.tools.hardware.backends.base import trim_log  # one trimming rule for every compiler log
 from kernelcast.tools.core.language import CUDA
 from kernelcast.tools.core.lru import LRUCache
 from kernelcast.tools.core.measurement import HardwareSpec
+from kernelcast.tools.hardware.backends.base import (
+    GUARD_BYTE,
+    GUARD_BYTES,
+    KEPT_BUILDS,
+    CompileError,
+    DeviceRuntimeError,
+    Runner,
+    trim_log,  # one trimming rule for every compiler log
+)
 
 DEFAULT_BLOCK = 256
 PLATFORM = "NVIDIA CUDA"

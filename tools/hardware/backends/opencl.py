@@ -11,13 +11,19 @@ from typing import Any
 
 import numpy as np
 
-from kernelcast.tools.hardware.backends.base import (GUARD_BYTE, GUARD_BYTES, KEPT_BUILDS, CompileError,
-                                           DeviceRuntimeError, Runner, trim_log)
 from kernelcast.tools.core.language import OPENCL
 from kernelcast.tools.core.lru import LRUCache
 from kernelcast.tools.core.measurement import HardwareSpec
+from kernelcast.tools.hardware.backends.base import (
+    GUARD_BYTE,
+    GUARD_BYTES,
+    KEPT_BUILDS,
+    CompileError,
+    DeviceRuntimeError,
+    Runner,
+    trim_log,
+)
 from kernelcast.tools.hardware.runtimes import register as register_runtimes
-
 
 
 def _cl():

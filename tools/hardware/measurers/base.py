@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from kernelcast.tools.core.candidate import Candidate
-from kernelcast.tools.core.measurement import HardwareSpec, Measurement, MeasureConfig, Status
+from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig, Measurement, Status
 from kernelcast.tools.core.task import Task
 from kernelcast.tools.hardware.worker import WorkerError
 

@@ -9,10 +9,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.language import OPENCL
-from kernelcast.tools.core.measurement import HardwareSpec, Measurement, MeasureConfig
+from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig, Measurement
 from kernelcast.tools.core.task import Task
-from kernelcast.tools.hardware.measurers.base import (Attempt, InFlight, Measurer, MeasurerError, ScheduledMeasurer,
-                                                      Scheduler, Slot, check_one_device_model, split_devices)
+from kernelcast.tools.hardware.measurers.base import (
+    Attempt,
+    InFlight,
+    Measurer,
+    MeasurerError,
+    ScheduledMeasurer,
+    Scheduler,
+    Slot,
+    check_one_device_model,
+    split_devices,
+)
 from kernelcast.tools.hardware.worker import MeasurementWorker, WorkerError
 
 if TYPE_CHECKING:

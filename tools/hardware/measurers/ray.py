@@ -24,11 +24,17 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.language import OPENCL
-from kernelcast.tools.core.measurement import HardwareSpec, Measurement, MeasureConfig
+from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig, Measurement
 from kernelcast.tools.core.task import Task
 from kernelcast.tools.hardware.backends import get_backend
-from kernelcast.tools.hardware.measurers.base import (MeasurerError, ScheduledMeasurer, Scheduler, Slot,
-                                                      check_one_device_model, split_devices)
+from kernelcast.tools.hardware.measurers.base import (
+    MeasurerError,
+    ScheduledMeasurer,
+    Scheduler,
+    Slot,
+    check_one_device_model,
+    split_devices,
+)
 from kernelcast.tools.hardware.worker import MeasurementWorker, WorkerError
 
 START_TIMEOUT_S = 180.0

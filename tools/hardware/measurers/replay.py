@@ -8,7 +8,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from kernelcast.tools.core.candidate import Candidate
-from kernelcast.tools.core.measurement import HardwareSpec, Measurement, MeasureConfig, Status
+from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig, Measurement, Status
 from kernelcast.tools.core.task import Task
 from kernelcast.tools.hardware.measurers.base import MeasurerError, ScheduledMeasurer, Scheduler, Slot
 
