@@ -227,6 +227,7 @@ class RunInfo(BaseModel):
         if r.best_hash:
             lines.append(f"best candidate {r.best_hash[:8]} ({r.best_intent}), first measured after "
                          f"{r.measurements_to_best} measurements; {r.verdict}; path: {' -> '.join(r.best_path)}")
+        lines += [f"roofline: {r.roofline.text}"] if r.roofline is not None else []
         lines.append(f"run folder: {r.folder}")
         return "\n".join(lines)
 

@@ -24,9 +24,18 @@ import numpy as np
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.events import logged
-from kernelcast.graphs.search.result import RunResult, ShownSpeedup, best_curve, interval_text, ranked, shown_speedups
+from kernelcast.graphs.route.forecast_spread import ForecastSpread, forecast_spread, predicted_log_speedup
+from kernelcast.graphs.search.result import (
+    RunResult,
+    ShownSpeedup,
+    best_curve,
+    interval_text,
+    ranked,
+    run_roofline,
+    shown_speedups,
+)
+from kernelcast.graphs.search.roofline import RooflineVerdict, Throughput, run_throughput
 from kernelcast.graphs.search.tree import DECISION_OUTCOME
-from kernelcast.throughput import Throughput, run_throughput
 from kernelcast.tools.core.bins import BIN_NAMES, NUM_BINS
 from kernelcast.tools.core.errors import InputError
 from kernelcast.tools.core.measurement import Measurement
@@ -81,6 +90,8 @@ class RunData:
     measurements: list[Measurement] = field(default_factory=list)
     shown: dict[str, ShownSpeedup] = field(default_factory=dict)  # every correct node's shown speedup
     throughput: Throughput | None = None  # the best's GFLOP/s and GB/s against the device's peaks
+    roofline: RooflineVerdict | None = None  # the reference's and the best's place under the device's roofs
+    spread: ForecastSpread = field(default_factory=ForecastSpread)  # how far each round's forecasts differed
 
     @property
     def best(self) -> ShownSpeedup | None:
@@ -101,7 +112,8 @@ def load_run(store: Store, run_id: str) -> RunData:
     return RunData(run_id=run.id, run=run, config=RunConfig.of_run(run), result=RunResult.of_run(run), tree=tree,
                    root=root, curve=best_curve(measurements), pairs=forecast_pairs(store, run.id, measurements, shown),
                    measurements=measurements, shown=shown,
-                   throughput=run_throughput(store, run, top.candidate_hash) if top is not None else None)
+                   throughput=run_throughput(store, run, top.candidate_hash) if top is not None else None,
+                   roofline=run_roofline(store, run), spread=forecast_spread(store, run.id))
 
 
 def rebuild_tree(events: Sequence[EventRecord]) -> tuple[str | None, dict[str, TreeNode]]:
@@ -139,27 +151,22 @@ def forecast_pairs(store: Store, run_id: str, measurements: Sequence[Measurement
     """This run's forecasts joined with this run's first measurement of the same candidate (the one the
     forecast predicted; a confirmation is not a second pair): each candidate's last forecast, the one its
     routing was decided on (a child carried over is forecast once per round)."""
-    from kernelcast.agents.forecast.base import Provenance
-    from kernelcast.tools.core.bins import expected_log_speedup
-
     measured = {m.candidate_hash: m for m in measurements if m.phase != "confirm"}
     pairs = []
     for f in store.latest_forecasts(run_id).values():
         m = measured.get(f.candidate_hash)
         if m is None:
             continue
-        belief = Provenance.model_validate(f.provenance).log_speedup_mean if f.provenance else None
         node = shown.get(f.candidate_hash)
         pairs.append(ForecastPair(probabilities=f.probabilities, predicted_bin=f.predicted_bin,
                                   confidence=f.confidence, failed=f.failed, measured_bin=m.bin(),
-                                  predicted_log_speedup=belief if belief is not None
-                                  else expected_log_speedup(f.probabilities),
+                                  predicted_log_speedup=predicted_log_speedup(f),
                                   measured_speedup=node.speedup if node is not None else None))
     return pairs
 
 
 def confusion_counts(pairs: Sequence[ForecastPair]) -> np.ndarray:
-    """Rows: predicted bin 1..8 then 'uninformative'; columns: measured bin 0 (failure) .. 8."""
+    """Rows: predicted bin 1..8 then failed forecasts ('uninformative'); columns: measured bin 0 (failure) .. 8."""
     counts = np.zeros((NUM_BINS + 1, NUM_BINS + 1), dtype=int)
     for p in pairs:
         row = UNINFORMATIVE if p.failed else p.predicted_bin
@@ -168,7 +175,7 @@ def confusion_counts(pairs: Sequence[ForecastPair]) -> np.ndarray:
 
 
 def reliability(pairs: Sequence[ForecastPair], n_buckets: int = 10) -> tuple[list[dict[str, float]], float | None]:
-    """Per confidence bucket: mean confidence, accuracy, count (informative forecasts of correct kernels); ECE."""
+    """Per confidence bucket: mean confidence, accuracy, count (forecasts given of correct kernels); ECE."""
     from kernelcast.agents.forecast.scoring import ece
     from kernelcast.calibration_report import reliability_buckets
 
@@ -312,8 +319,8 @@ def reliability_figure(run: RunData) -> Figure:
     if buckets:
         title = f"reliability: {sum(b['count'] for b in buckets)} forecasts, ECE {ece_value:.3f}"
     else:
-        uninformative = sum(1 for p in run.pairs if p.failed)
-        ax.text(0.5, 0.5, f"no informative forecast of a correct kernel\n({uninformative} uninformative)",
+        failed = sum(1 for p in run.pairs if p.failed)
+        ax.text(0.5, 0.5, f"no forecast given of a correct kernel\n({failed} failed)",
                 ha="center", va="center", fontsize=9)
         title = "reliability: nothing to draw"
     reliability_plot(ax, buckets, title)
@@ -410,8 +417,8 @@ def rank_skill(pairs: Sequence[ForecastPair]) -> RankSkill:
 
     from kernelcast.agents.forecast.scoring import recovered_speedup
 
-    informative = [p for p in pairs if not p.failed]
-    correct = [p for p in informative if p.measured_speedup is not None]
+    given = [p for p in pairs if not p.failed]
+    correct = [p for p in given if p.measured_speedup is not None]
     rho = None
     if len(correct) >= 3 and len({p.predicted_log_speedup for p in correct}) > 1 and \
             len({p.measured_speedup for p in correct}) > 1:
@@ -419,18 +426,18 @@ def rank_skill(pairs: Sequence[ForecastPair]) -> RankSkill:
                               [p.measured_speedup for p in correct]).statistic)
     recovered = {}
     if correct:
-        scores = [p.predicted_log_speedup for p in informative]
-        speeds = [p.measured_speedup for p in informative]
+        scores = [p.predicted_log_speedup for p in given]
+        speeds = [p.measured_speedup for p in given]
         recovered = {k: recovered_speedup(scores, speeds, k) for k in RECOVERED_AT}
-    return RankSkill(n=len(informative), spearman=rho, recovered=recovered)
+    return RankSkill(n=len(given), spearman=rho, recovered=recovered)
 
 
 def _scores(pairs: Sequence[ForecastPair]) -> str:
     from kernelcast.agents.forecast.scoring import summarize
 
     usable = [p for p in pairs if not p.failed and p.measured_bin > 0]
-    note = (f"{len(pairs)} forecasts of this run were measured; {sum(p.failed for p in pairs)} were uninformative "
-            f"(deferred to hardware), {sum(p.measured_bin == 0 for p in pairs)} were of failed kernels.")
+    note = (f"{len(pairs)} forecasts of this run were measured; {sum(p.failed for p in pairs)} failed (no forecast: "
+            f"deferred to hardware), {sum(p.measured_bin == 0 for p in pairs)} were of failed kernels.")
     if not usable:
         return f"<p>{note}</p>"
     s = summarize([p.probabilities for p in usable], [p.measured_bin for p in usable],
@@ -451,8 +458,8 @@ def _scores(pairs: Sequence[ForecastPair]) -> str:
     rho = f"{skill.spearman:.3f}" if skill.spearman is not None else "n/a (fewer than 3 distinct correct pairs)"
     skill_rows = f"<tr><td>Spearman (predicted ln S vs measured speedup)</td><td>{rho}</td></tr>" + "".join(
         f"<tr><td>recovered speedup at the top {k} %</td><td>{v:.3f}</td></tr>" for k, v in skill.recovered.items())
-    return (f"<p>{note} Scores over the {s.n} informative ones:</p>{degenerate}<table>{rows}</table>"
-            f"<p>In-task rank skill over the {skill.n} informative forecasts (measured speedups as shown: "
+    return (f"<p>{note} Scores over the {s.n} given forecasts of correct kernels:</p>{degenerate}<table>{rows}</table>"
+            f"<p>In-task rank skill over the {skill.n} forecasts given (measured speedups as shown: "
             f"confirmed where confirmed):</p><table>{skill_rows}</table>")
 
 
@@ -474,6 +481,8 @@ def render_html(run: RunData, others: Sequence[RunData], images: dict[str, str],
              ("candidates considered", result.considered if result is not None else max(0, len(run.tree) - 1)),
              ("best speedup", best),
              ("best's throughput", run.throughput.text() if run.throughput is not None else "-"),
+             ("roofline", run.roofline.text if run.roofline is not None else "-"),
+             ("forecast spread", run.spread.text()),
              ("stop reason", result.stop_reason if result is not None else "-"),
              ("path", " → ".join(result.best_path if result is not None else []) or "-")]
     if others:

@@ -208,11 +208,13 @@ class SessionResult(BaseModel):
 
     def text(self) -> str:
         r = self.result
+        roofline = f"\nroofline: {r.roofline.text}" if r.roofline is not None else ""
         if not r.best_hash:
-            return f"session {self.session} finished: no correct candidate was measured; report {self.report}"
+            return (f"session {self.session} finished: no correct candidate was measured; report {self.report}"
+                    + roofline)
         best = r.best.text() if r.best else f"{r.best_speedup:.3f}x"
         return (f"session {self.session} finished: best {r.best_hash[:8]} {best} ({r.verdict}); "
-                f"spent {r.spent}/{r.budget}; report {self.report}")
+                f"spent {r.spent}/{r.budget}; report {self.report}{roofline}")
 
 
 # ---- built from the state and the store ---------------------------------------------------------

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from kernelcast.agents.registry import forecaster_spec
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.events import Route, Spend
+from kernelcast.graphs.route.forecast_spread import ForecastSpread, forecast_spread
 from kernelcast.graphs.route.replay_calibration import shipped_by_stage, stage_bucket
 from kernelcast.graphs.route.risk_control import (
     SEED_REPLAY,
@@ -243,10 +244,12 @@ class AuditRate(BaseModel):
 
 
 class TrustSummary(BaseModel):
-    """How many forecasts were informative and how many decisions were taken without a measurement."""
+    """How many forecasts were given and how far they told candidates apart, and how many decisions were taken
+    without a measurement."""
 
     forecasts: int = 0  # candidates forecast (a child carried over is forecast again each round: counted once)
-    informative_forecasts: int = 0  # of those, how many had an informative latest forecast
+    given_forecasts: int = 0  # of those, how many had a latest forecast that did not fail (not: informative)
+    spread: ForecastSpread = ForecastSpread()  # how far each round's forecasts differed: informativeness, measured
     decisions: int = 0
     trusted_prunes: int = 0
     trusted_accepts: int = 0
@@ -257,7 +260,7 @@ class TrustSummary(BaseModel):
     probation_wrong: int = 0  # of those, how many were wrong (one withdraws the replayed side for the task)
     spare: int = 0  # pruned children measured anyway: their round had nothing uncertain (not trusted, not audits)
     spare_beat: int = 0  # of those, how many beat the incumbent of their moment
-    considered: int = 0  # candidates with an informative forecast or a measurement
+    considered: int = 0  # candidates with a forecast that did not fail, or a measurement
     considered_all: int = 0  # every candidate the router saw
     paired: int = 0  # calibration rows judged by the child timed beside the incumbent's kernel
     paired_read_otherwise: int = 0  # of those, how many the two speedups measured apart would have read otherwise
@@ -279,8 +282,9 @@ class TrustSummary(BaseModel):
         return text + (f"; {self.trusted_carried} on children carried over" if self.trusted_carried else "")
 
     def line(self) -> str:
-        """One line for summaries: informative forecasts, trusted decisions, measured false-prune rate vs bound."""
-        text = (f"{self.informative_forecasts}/{self.forecasts} forecasts informative; "
+        """One line for summaries: forecasts given and their spread within rounds, trusted decisions, measured
+        false-prune rate vs bound."""
+        text = (f"{self.given_forecasts}/{self.forecasts} forecasts given (not failed); {self.spread.text()}; "
                 f"{self.trusted}/{self.decisions} decisions trusted ({self.trusted_prunes} pruned, "
                 f"{self.trusted_accepts} accepted{self._source_note()}), {self.audits} audited")
         if self.probation_audits:
@@ -301,22 +305,23 @@ class TrustSummary(BaseModel):
 
 
 def live_counts(nodes: Mapping[str, NodeRecord]) -> dict[str, int]:
-    """For the live view, from the search tree alone: forecasts made, informative ones, trusted decisions,
-    and candidates considered (an informative forecast or a measurement)."""
+    """For the live view, from the search tree alone: forecasts made, those given (not failed), trusted decisions,
+    and candidates considered (a forecast given or a measurement)."""
     forecast = [n for n in nodes.values() if n["forecast"] is not None]
-    informative = [n for n in forecast if n["forecast"] is not None and not n["forecast"]["failed"]]
+    given = [n for n in forecast if n["forecast"] is not None and not n["forecast"]["failed"]]
     measured = [n for n in nodes.values() if n["outcome"] in ("measured", "failed", "verified")]
     trusted = [n for n in nodes.values() if n["outcome"] in ("pruned", "accepted")]
-    considered = {n["hash"] for n in informative} | {n["hash"] for n in measured}
-    return {"forecasts": len(forecast), "informative": len(informative), "trusted": len(trusted),
+    considered = {n["hash"] for n in given} | {n["hash"] for n in measured}
+    return {"forecasts": len(forecast), "given": len(given), "trusted": len(trusted),
             "considered": len(considered), "considered_all": sum(1 for n in nodes.values() if n["parent"])}
 
 
 def trust_summary(store: Store, run_id: str, risk: float | None = None) -> TrustSummary:
     """The trust numbers of one run, from its stored forecasts, route events and measurements."""
     latest = store.latest_forecasts(run_id)
-    informative = {key for key, r in latest.items() if not r.failed}
-    out = TrustSummary(forecasts=len(latest), informative_forecasts=len(informative), risk=risk)
+    given = {key for key, r in latest.items() if not r.failed}
+    out = TrustSummary(forecasts=len(latest), given_forecasts=len(given), spread=forecast_spread(store, run_id),
+                       risk=risk)
     audits: dict[str, list[bool]] = {"prune": [], "accept": []}
     carried_audits: list[bool] = []
     for record, m, _ in _decisions(store, run_id):
@@ -346,7 +351,7 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
     seen = set(last_routes(store, run_id))
     measured_any = {m.candidate_hash for m in store.measurements(run_id=run_id)}
     out.considered_all = len(seen)
-    out.considered = len({h for h in seen if h in informative or h in measured_any})
+    out.considered = len({h for h in seen if h in given or h in measured_any})
     for kind, outcomes in audits.items():
         rate = AuditRate(audited=len(outcomes), wrong=sum(outcomes),
                          interval=clopper_pearson_interval(sum(outcomes), len(outcomes)))

@@ -11,7 +11,9 @@ from pydantic import BaseModel, Field
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.events import Spend
+from kernelcast.graphs.route.forecast_spread import ForecastSpread
 from kernelcast.graphs.route.trust import trust_summary
+from kernelcast.graphs.search.roofline import RooflineVerdict, run_task, verdict_of
 from kernelcast.graphs.search.tree import NodeRecord, SearchState, outcome_counts
 from kernelcast.tools.core.measurement import Measurement
 from kernelcast.tools.core.task import Task
@@ -151,9 +153,16 @@ class RunResult(BaseModel):
     best_path: list[str] = Field(default_factory=list, description="intents from the reference to the best")
     best_geometry: dict[str, list[str] | None] = Field(default_factory=dict)
     measurements_to_best: int = Field(0, description="measurements spent up to the first measurement of the best")
-    considered: int = 0  # candidates with an informative forecast or a measurement
+    considered: int = 0  # candidates with a forecast that did not fail, or a measurement
     considered_all: int = 0  # every candidate the router saw (forecast failed or not)
-    trust: str = Field("", description="informative forecasts, trusted decisions, audits, measured false prunes")
+    trust: str = Field("", description="forecasts given and their spread within rounds, trusted decisions, audits, "
+                       "measured false prunes")
+    forecast_spread: ForecastSpread | None = Field(None, description="spread of predicted ln S within each routed "
+                                                   "round: how far the forecasts told candidates apart (None: a run "
+                                                   "stored before this field)")
+    roofline: RooflineVerdict | None = Field(None, description="the reference's and the best's GFLOP/s and GB/s "
+                                             "against the device's probed peaks (None: never timed, or a run stored "
+                                             "before this field)")
     counts: dict[str, int] = Field(default_factory=dict)
     folder: str = ""
 
@@ -189,7 +198,7 @@ def build_result(state: SearchState, ctx: RunContext, status: str) -> RunResult:
                        stop_reason=state.get("stop_reason", ""), considered_all=len(nodes) - 1, counts=counts,
                        folder=str(folder))
     trust = trust_summary(store, run_id, ctx.config.risk)
-    result.considered, result.trust = trust.considered, trust.line()
+    result.considered, result.trust, result.forecast_spread = trust.considered, trust.line(), trust.spread
     result.replayed_from = ctx.config.replay
     if best is not None:
         key = best.candidate_hash
@@ -208,7 +217,23 @@ def build_result(state: SearchState, ctx: RunContext, status: str) -> RunResult:
         if cand is not None:
             result.best_geometry = {"global": cand.global_size, "local": cand.local_size,
                                     "options": cand.build_options}
+    result.roofline = verdict_of(ctx.task, ctx.hardware, store, store.measurements(run_id=run_id), result.best_hash)
     return result
+
+
+def run_roofline(store: Store, run: RunRecord) -> RooflineVerdict | None:
+    """A stored run's roofline verdict: the one its summary keeps, else computed now from its ledger (a run
+    finished before verdicts were kept, or not finished; None: its task file is gone or changed, its device
+    unknown, or nothing was timed)."""
+    result = RunResult.of_run(run)
+    if result is not None and result.roofline is not None:
+        return result.roofline
+    found = run_task(store, run)
+    if found is None:
+        return None
+    ledger = store.measurements(run_id=run.id)
+    best = next(iter(ranked(shown_speedups(ledger))), None)
+    return verdict_of(*found, store, ledger, best.candidate_hash if best is not None else None)
 
 
 def noise_floor(store: Store, task: Task, device: str, run_id: str) -> float | None:
@@ -269,6 +294,8 @@ def write_run_folder(result: RunResult, state: SearchState, store: Store, langua
              f"router {result.router}, budget {result.budget}, spent {result.spent}, "
              f"candidates considered {result.considered} (of {result.considered_all} proposed)", "",
              result.stop_reason, "", result.trust, ""]
+    if result.roofline is not None:
+        lines += [f"roofline: {result.roofline.text}", ""]
     if result.best_hash:
         lines += [f"best speedup: **{result.best_speedup:.3f}x** ({result.verdict}); first measured "
                   f"{result.first_speedup or 0:.3f}x, candidate `{result.best_hash}`, first measured after "

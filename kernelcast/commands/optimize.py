@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 from pydantic import ValidationError
@@ -19,13 +19,19 @@ from kernelcast.graphs import events as ev
 from kernelcast.graphs.config import default, listed_router
 from kernelcast.graphs.events import logged, parse
 from kernelcast.graphs.route.routers import ROUTERS, router_spec
-from kernelcast.graphs.search.result import RunResult, ShownSpeedup, interval_text, ranked, shown_speedups, spend_text
+from kernelcast.graphs.search.result import (
+    RunResult,
+    ShownSpeedup,
+    interval_text,
+    ranked,
+    run_roofline,
+    shown_speedups,
+    spend_text,
+)
+from kernelcast.graphs.search.roofline import RooflineVerdict, Throughput, run_throughput
 from kernelcast.report import report_note
 from kernelcast.tools.core.errors import EXIT_INTERRUPTED, EXIT_USAGE
 from kernelcast.tools.core.settings import get_settings
-
-if TYPE_CHECKING:
-    from kernelcast.throughput import Throughput
 
 app = typer.Typer()
 
@@ -84,10 +90,13 @@ class LiveView:
         return table
 
 
-def print_result(result: RunResult, best: ShownSpeedup | None = None, rate: Throughput | None = None) -> None:
+def print_result(result: RunResult, best: ShownSpeedup | None = None, rate: Throughput | None = None,
+                 roofline: RooflineVerdict | None = None) -> None:
     """A run's result; ``best``: the best node's shown speedup as the store has it now (default: the result's);
-    ``rate``: its throughput against the device's peaks (default: read from the store)."""
+    ``rate``: its throughput against the device's peaks (default: read from the store); ``roofline``: the
+    run's verdict (default: the result's)."""
     best = best or result.best
+    roofline = roofline or result.roofline
     if rate is None and result.best_hash:
         rate = _throughput(result.run_id, result.best_hash)
     table = Table(title=f"run {result.run_id}")
@@ -116,14 +125,14 @@ def print_result(result: RunResult, best: ShownSpeedup | None = None, rate: Thro
         table.add_row("path", " → ".join(result.best_path))
     else:
         table.add_row("best", "[yellow]no correct candidate was measured; the reference stays best[/]")
+    if roofline is not None:
+        table.add_row("roofline", roofline.text)
     table.add_row("run folder", result.folder)
     console.print(table)
     console.print(report_note(result), highlight=False)
 
 
 def _throughput(run_id: str, key: str) -> Throughput | None:
-    from kernelcast.throughput import run_throughput
-
     with readable_store() as store:
         run = store.run(run_id)
         return run_throughput(store, run, key) if run is not None else None
@@ -258,11 +267,10 @@ def show(run_id: str = typer.Argument(...), as_json: bool = typer.Option(False, 
     shown = shown_speedups(ledger)
     result = RunResult.of_run(run)
     if result is not None:
-        from kernelcast.throughput import run_throughput
-
         with readable_store() as store:
             rate = run_throughput(store, run, result.best_hash) if result.best_hash else None
-        print_result(result, shown.get(result.best_hash or ""), rate)
+            roofline = run_roofline(store, run)
+        print_result(result, shown.get(result.best_hash or ""), rate, roofline)
     else:
         console.print(f"run {run.id} is {run.status} ({run.spent} of {run.budget} measurements spent)")
     best = ranked(shown)[:top] if top else ranked(shown)

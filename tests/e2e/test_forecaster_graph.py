@@ -83,12 +83,12 @@ def test_fresh_store_path_task_is_forecast_from_the_first_round_and_learns(tmp_p
         assert record.p_beat == pytest.approx(belief_above(math.log(record.incumbent), belief.log_speedup_mean,
                                                            belief.log_speedup_sd, PREDICTIVE_DOF), abs=1e-6)
     summary = trust_summary(store, result.run_id, risk=config.risk)
-    assert summary.informative_forecasts == summary.forecasts == len(beliefs)  # candidates, each once
+    assert summary.given_forecasts == summary.forecasts == len(beliefs)  # candidates, each once
     assert summary.considered == summary.considered_all == result.considered
     assert summary.decisions == len(routings)  # a child carried over is one decision, its last
     tree = json.loads((Path(result.folder) / "tree.json").read_text())
     live = live_counts(tree)
-    assert live["informative"] == live["forecasts"] == summary.forecasts
+    assert live["given"] == live["forecasts"] == summary.forecasts
     assert live["considered"] == live["considered_all"] == summary.considered
     assert len(calibration_rows(store, result.device)) == sum(1 for e in events if e.kind == "spend"
                                                               and e.payload["phase"] == "search")

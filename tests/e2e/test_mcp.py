@@ -98,6 +98,7 @@ def test_measure_and_optimize_end_to_end_with_progress(tmp_path: Path) -> None:
 
         shown = (await client.call_tool("get_run", {"run_id": info["run_id"]})).structured_content
         assert shown["run_id"] == info["run_id"] and shown["result"]["spent"] == 3
+        assert shown["result"]["roofline"]["text"] and shown["result"]["forecast_spread"] is not None
         if shown["result"]["best_hash"]:
             assert "__kernel" in shown["best_source"]
         runs = (await client.call_tool("list_runs", {"task": "saxpy"})).structured_content["runs"]
