@@ -82,7 +82,7 @@ def test_tasks_show_lists_what_is_missing_then_the_task(kernel: Path) -> None:
     code, out = kc("tasks", "show", str(path))
     assert code == 0, out
     task = load_task(path)  # the guessed dtypes and intents pass the signature check
-    assert [getattr(a, "intent", None) for a in task.spec.args][:4] == ["in", "out", "inout", "in"]
+    assert [getattr(a, "direction", None) for a in task.spec.args][:4] == ["in", "out", "inout", "in"]
 
 
 def test_cuda_kernel_and_an_unknown_entry(tmp_path: Path) -> None:
