@@ -24,9 +24,10 @@ from kernelcast.agents.registry import DEFAULT_FORECASTER, DEFAULT_GENERATOR, Fo
 from kernelcast.graphs.config import default, listed_router
 from kernelcast.graphs.route.routers import RouterName
 from kernelcast.graphs.search.result import RunResult, interval_text
+from kernelcast.graphs.search.roofline import Throughput, throughput
 from kernelcast.graphs.search.session_graph import SubmittedCandidate
 from kernelcast.session_views import SessionResult, SessionStatus, SubmitOutput, Suggestions
-from kernelcast.throughput import Throughput, shown_flags, throughput
+from kernelcast.throughput import shown_flags
 from kernelcast.tools.core.bins import BIN_NAMES
 from kernelcast.tools.core.candidate import Candidate, candidate_from_file, candidate_from_source
 from kernelcast.tools.core.errors import InputError

@@ -4,15 +4,13 @@ are the front doors' own."""
 
 from __future__ import annotations
 
-from kernelcast.graphs.search.roofline import Throughput, run_throughput, throughput
-
 
 def shown_flags(flags: list[str]) -> list[str]:
     """A measurement's flags as outputs show them: the harness re-measures a large speedup (a fixed ratio) and
-    says "implausible"; that word is kept for the roofline's verdict (:func:`throughput`), so the flag reads as
-    what happened: it was re-measured and held."""
+    says "implausible"; that word is kept for the roofline's verdict
+    (:func:`kernelcast.graphs.search.roofline.throughput`), so the flag reads as what happened: it was re-measured and held."""
     return [f.replace("implausible: speedup", "re-measured: speedup", 1) if f.startswith("implausible: speedup")
             else f for f in flags]
 
 
-__all__ = ["Throughput", "run_throughput", "shown_flags", "throughput"]
+__all__ = ["shown_flags"]

@@ -198,7 +198,8 @@ def test_rank_skill_and_a_degenerate_one_bin_report() -> None:
 
 
 def test_throughput_against_the_probed_peaks(doctored: Doctored) -> None:
-    from kernelcast.throughput import run_throughput, shown_flags
+    from kernelcast.graphs.search.roofline import run_throughput
+    from kernelcast.throughput import shown_flags
 
     with api.reading_store(_db(doctored)) as store:
         run = store.run(doctored.run_id)
