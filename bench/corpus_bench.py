@@ -12,7 +12,8 @@ Printed per kernel, budget and seed: each arm's best speedup (kernelcast's: the 
 interval where it was confirmed, which may be below 1.0 when no candidate beat the reference; random: the best
 single measurement, 1.0 at least), selective / measure-all, the measurements selective needed to reach measure-all's
 best (within ``--tolerance``; its curve, as router_bench's, starts at the reference's 1.0), and the transformation
-families each arm measured. The roofline verdict the issue asks for here is not printed yet (issue 46 item 5).
+families each arm measured, and the selective run's roofline verdict (``graphs/search/roofline``: the reference's
+and the best's share of the device's probed roof that the work's arithmetic intensity meets first).
 Then, per budget: the share of (kernel, seed) pairs where selective wins or ties measure-all (its best at
 least measure-all's, or their confirmation intervals overlap), the geometric mean of selective / measure-all and
 the median share of the budget selective needed to reach measure-all's best (the issue's targets: at least 90 %,
@@ -84,6 +85,7 @@ class Arm:
     interval: tuple[float, float] | None = None  # the best's confirmation interval, where it was confirmed
     confirmed: bool = False
     run: str = ""
+    roofline: str = ""  # the run's roofline verdict in one line (empty: none)
 
 
 @dataclass
@@ -122,8 +124,9 @@ def run_router(task: Task, router: str, budget: int, seed: int, sizes: str, out:
             name = family_of(store.candidate(m.candidate_hash))
             families[name] = families.get(name, 0) + 1
     interval = tuple(result.best_interval) if result.best_interval else None
+    roofline = result.roofline.text if result.roofline else ""
     return Arm(result.best_speedup or 1.0, result.spent, spend_curve(store, result.run_id), families,
-               interval, result.confirmed, result.run_id), store  # type: ignore[arg-type]
+               interval, result.confirmed, result.run_id, roofline), store  # type: ignore[arg-type]
 
 
 def random_order(task: Task, pool: list[Candidate], budget: int, seed: int, sizes: str,
@@ -149,7 +152,8 @@ def line(row: Row, tolerance: float) -> str:
     fams = "; ".join(f"{a}: " + ", ".join(f"{k} {v}" for k, v in sorted(row.arms[a].families.items()))
                      for a in ("selective", "measure-all", RANDOM))
     return (f"| {row.task} | {row.budget} | {row.seed} | " + " | ".join(shown(row.arms[a]) for a in ARMS)
-            + f" | {row.ratio:.2f} | {row.to_target(tolerance) or '-'} | {fams} |")
+            + f" | {row.ratio:.2f} | {row.to_target(tolerance) or '-'} | {row.arms['selective'].roofline or '-'} "
+            f"| {fams} |")
 
 
 def summary(rows: list[Row], budgets: list[int], tolerance: float) -> list[str]:
@@ -187,7 +191,8 @@ def main() -> int:
     rows: list[Row] = []
     started = time.perf_counter()
     head = ("| kernel | budget | seed | " + " | ".join(f"{a} best" for a in ARMS)
-            + " | selective / measure-all | selective's measurements to measure-all's best | families measured |")
+            + " | selective / measure-all | selective's measurements to measure-all's best | roofline (selective run) "
+            "| families measured |")
     with MeasurementWorker() as worker:
         device = worker.hardware_spec().key
         print(f"device {device}; sizes {args.sizes}; held-out kernels {', '.join(names)}", flush=True)
