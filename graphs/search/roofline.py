@@ -125,6 +125,15 @@ def room(fraction: float) -> str:
     return "some room left" if fraction >= SOME_ROOM else "much room left"
 
 
+def compute_room(fraction: float) -> str:
+    """:func:`room` against the compute roof, which is modelled (one FMA per SIMD lane per cycle at the clock the
+    runtime reports): a core with two FMA pipes or a turbo clock goes past it, so near it is not 'little left'."""
+    if fraction >= LITTLE_ROOM:
+        return ("near or past the modelled compute roof, which a core with two FMA pipes or a turbo clock can "
+                "exceed up to about twice: room unknown")
+    return room(fraction)
+
+
 def percent(fraction: float) -> str:
     return f"{fraction * 100:.0f} %"
 
@@ -154,12 +163,14 @@ def roofline_verdict(work: Work, sizes: str, reference_s: float, best_s: float |
     def share(gflops: float | None, gbs: float) -> float:
         return (gflops or 0.0) / peaks.gflops if bound == "compute" else gbs / peaks.gbytes
 
-    roof = f"peak compute ({peaks.gflops:,.0f} GFLOP/s)" if bound == "compute" else peaks.roof_name
+    roof = (f"peak compute ({peaks.gflops:,.0f} GFLOP/s, modelled: units x reported clock x probed SIMD lanes x 2)"
+            if bound == "compute" else peaks.roof_name)
+    said = compute_room if bound == "compute" else room
     ref_share = share(ref_gflops, ref_gbs)
     best_share = share(best_gflops, best_gbs) if best_gbs is not None else None
     why = f"{intensity:.2f} FLOP/byte, ridge {ridge:.2f}" if work.flops else "no flops counted"
-    text = f"{bound}-bound ({why}): reference at {percent(ref_share)} of the {roof}: {room(ref_share)}; "
-    text += (f"best at {percent(best_share)}: {room(best_share)}" if best_share is not None
+    text = f"{bound}-bound ({why}): reference at {percent(ref_share)} of the {roof}: {said(ref_share)}; "
+    text += (f"best at {percent(best_share)}: {said(best_share)}" if best_share is not None
              else "no correct candidate") + f"; {work.text()}"
     return RooflineVerdict(work=work, sizes=sizes, reference_gflops=ref_gflops, reference_gbs=ref_gbs,
                            best_gflops=best_gflops, best_gbs=best_gbs, peaks=peaks, bound=bound,

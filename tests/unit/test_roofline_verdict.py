@@ -37,6 +37,15 @@ def test_compute_bound_fractions_are_of_peak_compute() -> None:
     assert verdict.reference_fraction == pytest.approx(10 / 64) and verdict.best_fraction == pytest.approx(40 / 64)
     assert "compute-bound" in verdict.text and "16 % of the peak compute" in verdict.text
     assert "much room left" in verdict.text and "best at 62 %: some room left" in verdict.text
+    assert "modelled" in verdict.text, "the compute roof is a model, not a probe, and says so"
+
+
+def test_near_the_modelled_compute_roof_is_not_called_little_room() -> None:
+    heavy = Work(flops=2e9, bytes=12e6, flops_from="task", bytes_from="task")
+    verdict = roofline_verdict(heavy, "full", reference_s=2e9 / 10e9, best_s=2e9 / 74e9, peaks=DRAM)
+    assert verdict.best_fraction == pytest.approx(74 / 64)
+    assert "little room left" not in verdict.text and "above the roof" not in verdict.text
+    assert "room unknown" in verdict.text
 
 
 def test_a_cache_roof_is_named_a_model_of_the_probed_triad() -> None:
