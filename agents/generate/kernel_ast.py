@@ -454,6 +454,40 @@ def counted_loop(ps: ParsedSource, loop: ci.Cursor) -> ForLoop | None:
                    operator(ps, cond), rhs, step, body, close)
 
 
+def loop_local_counters(ps: ParsedSource, body: ci.Cursor) -> dict[tuple[str, int], list[ci.Cursor]]:
+    """Counters declared before the loops that use them (``int k; ... for (k = 0; k < n; k++)``), with those
+    loops: every loop's header assigns the counter with ``=`` in its init part, nothing else writes it but the
+    headers' condition and increment parts, and every read lies inside such a loop. Each loop starts the counter
+    afresh, so it behaves as ``for (int k = 0; ...)`` would: its value depends only on the headers' operands."""
+    loops: dict[tuple[str, int], list[ci.Cursor]] = {}
+    for loop in walk(body):
+        if loop.kind != K.FOR_STMT:
+            continue
+        try:
+            (i0, i1), _, _, close = header_parts(ps, loop)
+        except KernelParseError:
+            continue
+        init = next((k for k in children(loop) if i0 <= k.extent.start.offset and k.extent.end.offset <= i1 + 1), None)
+        if init is None or init.kind != K.BINARY_OPERATOR or operator(ps, init) != "=":
+            continue
+        d = referenced_decl(children(init)[0])
+        loop_body = children(loop)[-1]
+        if d is None or d.kind != K.VAR_DECL or loop_body.extent.start.offset <= close:
+            continue
+        key = decl_key(d)
+        if key in modified_decls(ps, loop_body, declarations=False):
+            continue  # written in the body (a nested loop on the same counter, or a jump ahead): not afresh
+        loops.setdefault(key, []).append(loop)
+    out = {}
+    for key, found in loops.items():
+        spans = [(lp.extent.start.offset, lp.extent.end.offset) for lp in found]
+        refs = [n for n in walk(body) if n.kind == K.DECL_REF_EXPR and n.referenced is not None
+                and decl_key(n.referenced) == key]
+        if all(any(a <= r.extent.start.offset < b for a, b in spans) for r in refs):
+            out[key] = found
+    return out
+
+
 def _unit_step(ps: ParsedSource, inc: ci.Cursor, key: tuple[str, int]) -> int | None:
     if inc.kind == K.UNARY_OPERATOR and operator(ps, inc) in ("++", "post++"):
         d = referenced_decl(children(inc)[0])

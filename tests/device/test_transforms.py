@@ -143,6 +143,28 @@ def test_vector_coarsening_turns_the_naive_gemm_into_float4_register_blocks(work
     assert_correct(worker, matvec, result.candidate, result.label)
 
 
+def test_a_counter_declared_before_its_loop_is_jammed_like_one_declared_in_it(worker: MeasurementWorker) -> None:
+    """``int k; ... for (k = 0; ...)``, as public suites write loops: the counter is assigned, so it used to count
+    as different in every copy, the copies' loop headers differed and nothing was jammed (a GEMM accumulating
+    into global C got 0.36-0.85x from coarsening). Read only inside loops that start it afresh, it is uniform."""
+    gemm = resolve_task("gemm")
+    source = gemm.source.replace("float acc = 0.0f;\n        for (int k = 0;", "float acc = 0.0f;\n        int k;\n"
+                                 "        for (k = 0;")
+    assert "for (k = 0; k < K; ++k)" in source
+    task = Task(gemm.spec.model_copy(update={"template": None}), gemm.path, source, None)
+    result = coarsen(task, task.reference(), 4, 4, "vector")
+    jammed = result.candidate.source
+    assert jammed.count("float4 acc_kcv") == 4 and "vload4(0, B + (k * N + col_kc0x))" in jammed
+    assert "k_kc" not in jammed.split("} else {")[0], "the jammed fast path shares one counter"
+    assert_correct(worker, task, result.candidate, result.label)
+    # read after its loop, the counter carries a value out of it: renamed per copy, as before
+    after = source.replace("C[row * N + col] = acc;", "C[row * N + col] = acc + (float)(k - K);")
+    task = Task(gemm.spec.model_copy(update={"template": None}), gemm.path, after, None)
+    result = coarsen(task, task.reference(), 2, 1, "cyclic")
+    assert "k_kc0" in result.candidate.source
+    assert_correct(worker, task, result.candidate, result.label)
+
+
 @pytest.mark.parametrize("name,fx,fy", [("stencil2d", 2, 4), ("transpose", 4, 2), ("softmax", 4, 1),
                                          ("layernorm", 2, 1), ("gemv", 8, 1), ("saxpy", 4, 1)])
 def test_coarsening_keeps_guards_else_branches_and_early_returns_correct(

@@ -33,6 +33,7 @@ from kernelcast.agents.generate.kernel_ast import (
     declarators,
     has_jump,
     int_literal,
+    loop_local_counters,
     modified_decls,
     observes_work_group,
     pointer_roots,
@@ -81,7 +82,21 @@ class _Jammer:
 
     def _dependences(self) -> dict[Key, frozenset[int]]:
         """Per variable, the coarsened dimensions its value depends on. A variable assigned after its
-        declaration depends on all of them (no control-flow analysis); the others on their initializer."""
+        declaration depends on all of them (no control-flow analysis), except a loop-local counter
+        (:func:`loop_local_counters`), which depends on its loops' headers; the others on their initializer.
+        Counters start uniform and the pass repeats until their dependences settle (they only grow)."""
+        counters = loop_local_counters(self.ps, self.body)
+        counter_deps = dict.fromkeys(counters, frozenset[int]())
+        while True:
+            deps = self._dependences_given(counter_deps)
+            settled = {key: frozenset().union(*(self._uses(loop_header, deps, key) for loop in loops
+                                                for loop_header in children(loop)[:-1]))
+                       for key, loops in counters.items()}
+            if settled == counter_deps:
+                return deps
+            counter_deps = {key: settled[key] | counter_deps[key] for key in counters}
+
+    def _dependences_given(self, counter_deps: dict[Key, frozenset[int]]) -> dict[Key, frozenset[int]]:
         every = frozenset(self.factors)
         assigned = modified_decls(self.ps, self.body, declarations=False)
         deps: dict[Key, frozenset[int]] = {}
@@ -89,19 +104,26 @@ class _Jammer:
             if n.kind != K.VAR_DECL:
                 continue
             key = decl_key(n)
-            if key in assigned:
+            if key in counter_deps:
+                deps[key] = counter_deps[key]
+            elif key in assigned:
                 deps[key] = every
-                continue
-            found: set[int] = set()
-            for m in walk(n):
-                if m.kind == K.CALL_EXPR and m.spelling in ("get_global_id", "get_global_size"):
-                    args = list(m.get_arguments())
-                    dim = int_literal(self.ps, args[0]) if len(args) == 1 else None
-                    found |= {dim} if dim in self.factors else (set() if dim is not None else set(every))
-                elif m.kind == K.DECL_REF_EXPR and m.referenced is not None:
-                    found |= deps.get(decl_key(m.referenced), frozenset())
-            deps[key] = frozenset(found)
+            else:
+                deps[key] = self._uses(n, deps)
         return deps
+
+    def _uses(self, node: ci.Cursor, deps: dict[Key, frozenset[int]], skip: Key | None = None) -> frozenset[int]:
+        """The coarsened dimensions the value of ``node`` depends on, given the variables' ``deps``."""
+        every = frozenset(self.factors)
+        found: set[int] = set()
+        for m in walk(node):
+            if m.kind == K.CALL_EXPR and m.spelling in ("get_global_id", "get_global_size"):
+                args = list(m.get_arguments())
+                dim = int_literal(self.ps, args[0]) if len(args) == 1 else None
+                found |= {dim} if dim in self.factors else (set() if dim is not None else set(every))
+            elif m.kind == K.DECL_REF_EXPR and m.referenced is not None and decl_key(m.referenced) != skip:
+                found |= deps.get(decl_key(m.referenced), frozenset())
+        return frozenset(found)
 
     def _name(self, decl: ci.Cursor, copy: Copy) -> str | None:
         """The copy's name of a body variable (None: the same for every copy, not renamed)."""
@@ -295,7 +317,7 @@ class _Jammer:
         close = _header_close(ps, s)
         headers = [self.render_range(s, s.extent.start.offset, close + 1, c, inner_shared) for c in self.copies]
         jammable = (len(set(headers)) == 1 and not has_jump(body) and not (header_vars & modified_decls(ps, body))
-                    and not any(used_decls(c) & self.body_vars - inner_shared for c in children(s)[:-1]))
+                    and not any(self._per_copy_vars(used_decls(c)) - inner_shared for c in children(s)[:-1]))
         if not jammable:
             return self.per_copy(s, shared)
         stmts = children(body) if body.kind == K.COMPOUND_STMT else [body]
@@ -304,6 +326,10 @@ class _Jammer:
         inner = self.emit_list(stmts, inner_shared, loads=loads, hoistable=hoistable)
         decls = "\n".join(f"const {self._types[name]} {name} = {text};" for text, name in loads.items())
         return f"{headers[0]} {{\n{decls}\n{inner}\n}}"
+
+    def _per_copy_vars(self, keys: set[Key]) -> set[Key]:
+        """The body variables among ``keys`` whose value differs between copies (renamed per copy)."""
+        return {k for k in keys & self.body_vars if self.deps.get(k, frozenset(self.factors))}
 
     def _hoistable(self, stmts: list[ci.Cursor], body: ci.Cursor) -> set[tuple[int, int]]:
         """Reads of read-only buffers executed unconditionally at the top level of a jammed loop body, whose
