@@ -12,7 +12,9 @@ Printed per kernel, budget and seed: each arm's best speedup (kernelcast's: the 
 interval where it was confirmed, which may be below 1.0 when no candidate beat the reference; random: the best
 single measurement, 1.0 at least), selective / measure-all, the measurements selective needed to reach measure-all's
 best (within ``--tolerance``; its curve, as router_bench's, starts at the reference's 1.0), and the transformation
-families each arm measured, and the selective run's roofline verdict (``graphs/search/roofline``: the reference's
+families each arm measured, the selective run's forecast spread (``graphs/route/forecast_spread``: the median over its
+routed rounds of the standard deviation of predicted ln S; below 0.05 the forecasts told the children apart by
+nothing) and its roofline verdict (``graphs/search/roofline``: the reference's
 and the best's share of the device's probed roof that the work's arithmetic intensity meets first).
 Then, per budget: the share of (kernel, seed) pairs where selective wins or ties measure-all (its best at
 least measure-all's, or their confirmation intervals overlap), the geometric mean of selective / measure-all and
@@ -43,6 +45,7 @@ from router_bench import first_reaching, spend_curve  # noqa: E402
 
 from kernelcast.graphs.config import RunConfig  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
+from kernelcast.graphs.route.forecast_spread import forecast_spread  # noqa: E402
 from kernelcast.graphs.run import start_run  # noqa: E402
 from kernelcast.tools.core.candidate import Candidate  # noqa: E402
 from kernelcast.tools.core.measurement import MeasureConfig  # noqa: E402
@@ -86,6 +89,7 @@ class Arm:
     confirmed: bool = False
     run: str = ""
     roofline: str = ""  # the run's roofline verdict in one line (empty: none)
+    spread: float | None = None  # median spread of predicted ln S within the run's routed rounds (None: no round)
 
 
 @dataclass
@@ -125,8 +129,9 @@ def run_router(task: Task, router: str, budget: int, seed: int, sizes: str, out:
             families[name] = families.get(name, 0) + 1
     interval = tuple(result.best_interval) if result.best_interval else None
     roofline = result.roofline.text if result.roofline else ""
+    spread = forecast_spread(store, result.run_id).median
     return Arm(result.best_speedup or 1.0, result.spent, spend_curve(store, result.run_id), families,
-               interval, result.confirmed, result.run_id, roofline), store  # type: ignore[arg-type]
+               interval, result.confirmed, result.run_id, roofline, spread), store  # type: ignore[arg-type]
 
 
 def random_order(task: Task, pool: list[Candidate], budget: int, seed: int, sizes: str,
@@ -149,11 +154,13 @@ def line(row: Row, tolerance: float) -> str:
         ci = f" [{arm.interval[0]:.2f}-{arm.interval[1]:.2f}]" if arm.interval else ""
         return f"{arm.best:.2f}x{ci}{'' if arm.confirmed or arm is row.arms[RANDOM] else ' (unconfirmed)'}"
 
+    sel_spread = row.arms["selective"].spread
+    spread = "-" if sel_spread is None else f"{sel_spread:.2f}"
     fams = "; ".join(f"{a}: " + ", ".join(f"{k} {v}" for k, v in sorted(row.arms[a].families.items()))
                      for a in ("selective", "measure-all", RANDOM))
     return (f"| {row.task} | {row.budget} | {row.seed} | " + " | ".join(shown(row.arms[a]) for a in ARMS)
-            + f" | {row.ratio:.2f} | {row.to_target(tolerance) or '-'} | {row.arms['selective'].roofline or '-'} "
-            f"| {fams} |")
+            + f" | {row.ratio:.2f} | {row.to_target(tolerance) or '-'} | {spread} "
+            f"| {row.arms['selective'].roofline or '-'} | {fams} |")
 
 
 def summary(rows: list[Row], budgets: list[int], tolerance: float) -> list[str]:
@@ -191,8 +198,8 @@ def main() -> int:
     rows: list[Row] = []
     started = time.perf_counter()
     head = ("| kernel | budget | seed | " + " | ".join(f"{a} best" for a in ARMS)
-            + " | selective / measure-all | selective's measurements to measure-all's best | roofline (selective run) "
-            "| families measured |")
+            + " | selective / measure-all | selective's measurements to measure-all's best "
+            "| forecast spread (selective, median ln S sd per round) | roofline (selective run) | families measured |")
     with MeasurementWorker() as worker:
         device = worker.hardware_spec().key
         print(f"device {device}; sizes {args.sizes}; held-out kernels {', '.join(names)}", flush=True)
