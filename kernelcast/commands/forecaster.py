@@ -1,6 +1,6 @@
-"""`kernelcast forecaster dataset|train|eval`: train a forecaster model on the store's own measurements.
+"""`kernelcast forecaster dataset|train|export|eval`: train a forecaster model on the store's own measurements.
 
-``train`` and ``eval`` of a model need the ``[train]`` extra (torch, transformers, peft, trl).
+``train``, ``export`` and ``eval`` of a model need the ``[train]`` extra (torch, transformers, peft, trl).
 """
 
 from __future__ import annotations
@@ -121,6 +121,29 @@ def train(
     resumed = f", resumed from step {', '.join(map(str, metrics.resumed_from))}" if metrics.resumed_from else ""
     console.print(f"trained {metrics.steps} steps in {metrics.wall_s:.1f} s (peak memory {metrics.peak_memory_mb:.0f} "
                   f"MB{resumed}); use it with --forecaster llm --model local:{out}")
+
+
+@app.command("export")
+def export(
+    trained: Path = typer.Argument(..., help="a folder written by `kernelcast forecaster train`"),
+    out: Path = typer.Argument(..., help="the model folder to write (model, tokenizer, kernelcast_export.json)"),
+    dtype: Literal["float32", "bfloat16", "float16"] = typer.Option("float32", "--dtype",
+                                                                   help="the saved weights' type"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace OUT if it exists"),
+) -> None:
+    """Merge a trained model's LoRA adapter into its base and write a plain Hugging Face model folder, which vLLM,
+    transformers, llama.cpp's convert_hf_to_gguf.py and `--model local:OUT` load as it is."""
+    from kernelcast.agents.train.export import export_merged
+
+    with console.status(f"merging {trained}'s adapter into its base"):
+        try:
+            meta = export_merged(trained, out, dtype=dtype, overwrite=overwrite)
+        except (FileNotFoundError, ValueError) as exc:
+            fail(str(exc))
+    console.print(f"exported {trained} ({meta.trained.method} {meta.trained.objective}, {meta.trained.steps} steps, "
+                  f"base {meta.trained.base}) merged as {dtype} to {out}")
+    console.print(f"use it with --forecaster llm --model local:{out}, or serve it: vllm serve {out} "
+                  "--served-model-name kc-forecaster (docs/gpu.md)")
 
 
 @app.command("eval")
