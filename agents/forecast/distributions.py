@@ -96,7 +96,27 @@ def moments(probabilities: Sequence[float] | np.ndarray) -> tuple[float, float]:
     return mean, math.sqrt(max(second - mean * mean, 0.0))
 
 
-__all__ = ["belief_above", "belief_gain", "expected_gain", "lognormal_bins", "moments", "prob_above"]
+def log_speedup_quantile(u: float, probabilities: Sequence[float] | np.ndarray, log_mean: float | None = None,
+                         log_sd: float | None = None, log_dof: float | None = None) -> float:
+    """The ``u``-quantile of ln S under a forecast: its continuous belief if it has one, else its bins (uniform in
+    ln S within each bin, the open end bins reaching 1/16 and 16). With ``u`` uniform in (0, 1) it is one draw
+    from the forecast: Thompson sampling's draw (``graphs.route.routing``)."""
+    u = min(max(u, 1e-9), 1.0 - 1e-9)
+    if log_mean is not None and log_sd is not None and log_sd > 0:
+        dist, to_scale = _standard(log_dof)
+        return float(log_mean + log_sd * to_scale * dist.ppf(u))
+    p = np.asarray(probabilities, dtype=np.float64)
+    if p.shape != (NUM_BINS,):
+        raise ValueError(f"a bin distribution needs {NUM_BINS} values, got shape {p.shape}")
+    cum = np.cumsum(p / p.sum())
+    k = min(int(np.searchsorted(cum, u, side="right")), NUM_BINS - 1)
+    below = cum[k - 1] if k else 0.0
+    share = 0.0 if p[k] <= 0 else min(max((u - below) / (cum[k] - below), 0.0), 1.0)
+    return float(LOG_LOWER[k] + share * (LOG_UPPER[k] - LOG_LOWER[k]))
+
+
+__all__ = ["belief_above", "belief_gain", "expected_gain", "log_speedup_quantile", "lognormal_bins", "moments",
+           "prob_above"]
 
 
 def expected_gain(probabilities: Sequence[float] | np.ndarray, threshold: float) -> float:

@@ -30,9 +30,10 @@ def item(key: str, family: str, measured: int, p_mean: float) -> RoutingInput:
 
 def test_the_first_measurements_cover_the_families_before_the_ranking() -> None:
     """Six confident children of a well-measured family outrank everything on the forecast; the round still
-    measures the best child of each family it has not measured, and the ranking decides the rest."""
-    items = [item(f"w{i}", "restrict", 3, 0.5 - 0.01 * i) for i in range(6)]
-    items += [item("c1", "coarsen (cyclic)", 0, -1.5), item("c2", "coarsen (cyclic)", 0, -1.2),
+    measures the best child of each family it has not measured, and the forecasts decide the rest (Thompson
+    draws: five sd apart, the order of the means)."""
+    items = [item(f"w{i}", "restrict", 3, 0.5 - 0.5 * i) for i in range(6)]
+    items += [item("c1", "coarsen (cyclic)", 0, -2.5), item("c2", "coarsen (cyclic)", 0, -1.2),
               item("t1", "local tile", 0, -2.0)]
     routed = SelectiveRouter(measure_per_round=4).route(items, can_measure=4)
     measured = {key for key, r in routed.items() if r.decision == "measure"}

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from kernelcast.agents.forecast.distributions import prob_above
 from kernelcast.graphs.route.risk_control import TrustThresholds
-from kernelcast.graphs.route.routing import MeasureAllRouter, RoutingInput, SelectiveRouter, TopKRouter
+from kernelcast.graphs.route.routing import MeasureAllRouter, RoutingInput, SelectiveRouter, TopKRouter, thompson_draw
 
 probs = st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=8, max_size=8).filter(lambda p: sum(p) > 1e-6)
 
@@ -88,11 +88,11 @@ def test_selective_trusts_only_certified_working_forecasts(items, can_measure, t
     deferred = [it for it in items if not out[it.hash].trusted_as]
     measured = [by_hash[h] for h, r in out.items() if r.decision == "measure" and not r.audit]
     assert len(measured) <= k
-    # deferred candidates are measured highest expected gain over the incumbent first
+    # deferred candidates (no families here: no coverage step) are measured highest Thompson draw first
     if measured and len(measured) < len(deferred):
-        worst_measured = min(it.gain for it in measured)
+        worst_measured = min(thompson_draw(it, 0) for it in measured)
         unmeasured = [it for it in deferred if out[it.hash].decision != "measure"]
-        assert all(it.gain <= worst_measured + 1e-12 for it in unmeasured)
+        assert all(thompson_draw(it, 0) <= worst_measured + 1e-12 for it in unmeasured)
 
 
 @settings(max_examples=200, deadline=None)

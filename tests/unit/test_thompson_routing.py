@@ -1,0 +1,75 @@
+"""Thompson sampling in the selective router: measurements follow the forecast's probability that a candidate is
+the best, so a confident forecaster is followed and a wide, flat one spreads the measurements."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from kernelcast.agents.forecast.distributions import LOG_LOWER, LOG_UPPER, log_speedup_quantile, lognormal_bins
+from kernelcast.graphs.route.routing import RoutingInput, SelectiveRouter, thompson_draw
+
+
+def _item(key: str, mean: float, sd: float, incumbent: float = 1.0, family: str = "") -> RoutingInput:
+    probs = tuple(float(p) for p in lognormal_bins(mean, sd))
+    return RoutingInput(hash=key, confidence=max(probs), predicted_bin=int(np.argmax(probs)) + 1,
+                        expected_log_speedup=mean, expected_bin=sum((i + 1) * p for i, p in enumerate(probs)),
+                        failed=False, probabilities=probs, incumbent=incumbent, log_mean=mean, log_sd=sd,
+                        family=family)
+
+
+def _first_measured(items: list[RoutingInput], seed: int) -> str:
+    out = SelectiveRouter(measure_per_round=1, audit_rate=0.0, seed=seed).route(items, can_measure=1)
+    (key,) = [k for k, r in out.items() if r.decision == "measure"]
+    return key
+
+
+def test_bin_quantiles_draw_each_bin_with_its_probability() -> None:
+    probs = np.array([0.02, 0.08, 0.3, 0.1, 0.0, 0.25, 0.2, 0.05])
+    n = 4000
+    draws = np.array([log_speedup_quantile((i + 0.5) / n, probs) for i in range(n)])
+    assert np.all(np.diff(draws) >= 0), "a quantile function is monotone"
+    counts = np.array([np.sum((draws >= lo) & (draws < hi)) for lo, hi in zip(LOG_LOWER, LOG_UPPER, strict=True)])
+    np.testing.assert_allclose(counts / n, probs, atol=2 / n)
+
+
+def test_continuous_quantiles_follow_the_belief() -> None:
+    assert log_speedup_quantile(0.5, [], 0.7, 0.3) == pytest.approx(0.7)
+    assert log_speedup_quantile(0.975, [], 0.0, 1.0) == pytest.approx(1.96, abs=1e-3)
+    # a Student-t belief keeps its sd: its 97.5 % point lies inside the normal's for 3 degrees of freedom
+    assert 1.5 < log_speedup_quantile(0.975, [], 0.0, 1.0, 3.0) < 1.96
+
+
+def test_a_confident_forecast_of_the_best_is_measured_first_whatever_the_seed() -> None:
+    items = [_item("best", math.log(3.0), 0.05)] + [_item(f"c{i}", 0.01 * i, 0.05) for i in range(20)]
+    assert {_first_measured(items, seed) for seed in range(20)} == {"best"}
+
+
+def test_flat_wide_forecasts_spread_the_measurements_where_expected_gain_picks_one() -> None:
+    items = [_item(f"c{i}", 0.002 * i, 1.0) for i in range(30)]
+    assert max(items, key=lambda it: it.gain).hash == "c29"  # expected gain: always the same candidate
+    picks = [_first_measured(items, seed) for seed in range(20)]
+    assert len(set(picks)) >= 8, picks
+
+
+def test_a_wide_forecast_is_measured_before_a_narrow_better_one_as_often_as_it_may_be_better() -> None:
+    narrow, wide = _item("narrow", 0.1, 0.05), _item("wide", 0.0, 1.0)
+    share = np.mean([_first_measured([narrow, wide], seed) == "wide" for seed in range(300)])
+    assert 0.3 < share < 0.6  # P(ln S_wide > about 0.1) = 0.46
+
+
+def test_draws_are_reproducible_and_move_with_the_evidence() -> None:
+    item = _item("c", 0.0, 1.0)
+    assert thompson_draw(item, 3) == thompson_draw(_item("c", 0.0, 1.0), 3)  # a resumed run routes the same
+    later = [thompson_draw(_item("c", 0.0, 1.0, incumbent=1.0 + i / 10), 3) for i in range(10)]
+    assert len(set(later)) == 10  # a new incumbent is a new round: a new draw
+
+
+def test_coverage_still_measures_one_of_each_family_first() -> None:
+    items = [_item(f"a{i}", 1.0 + 0.01 * i, 0.1, family="alpha") for i in range(10)] + \
+            [_item("b0", -1.0, 0.1, family="beta")]
+    out = SelectiveRouter(measure_per_round=2, audit_rate=0.0).route(items, can_measure=2)
+    measured = {k for k, r in out.items() if r.decision == "measure"}
+    assert "b0" in measured and len(measured) == 2
