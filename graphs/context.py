@@ -59,7 +59,8 @@ class RunContext:
     router: Router = field(init=False)
 
     def __post_init__(self) -> None:
-        self.router = make_router(self.config.router, self.config.measure_per_round, self.config.seed)
+        self.router = make_router(self.config.router, self.config.measure_per_round, self.config.seed,
+                                  self.config.budget)
 
     @property
     def folder(self) -> Path:

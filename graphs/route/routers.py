@@ -28,30 +28,30 @@ class RouterSpec:
     opening_per_measurement: int  # the same for an expansion of the reference (the opening design)
     reserve_share: float  # default share of the budget kept to verify accepted (unmeasured) nodes
     certifies_trust: bool  # trusts forecasts within thresholds certified at --risk (and audits a share)
-    build: Callable[[int, int], Router]  # (k = measurements per round, seed) -> the router
+    build: Callable[[int, int, int], Router]  # (k = measurements per round, seed, the run's budget) -> the router
 
 
-def _measure_all(k: int, seed: int) -> Router:
+def _measure_all(k: int, seed: int, budget: int) -> Router:
     from kernelcast.graphs.route.routing import MeasureAllRouter
 
     return MeasureAllRouter()
 
 
-def _topk(k: int, seed: int) -> Router:
+def _topk(k: int, seed: int, budget: int) -> Router:
     from kernelcast.graphs.route.routing import TopKRouter
 
     return TopKRouter(k=k)
 
 
-def _selective(k: int, seed: int) -> Router:
+def _selective(k: int, seed: int, budget: int) -> Router:
     from kernelcast.graphs.route.routing import SelectiveRouter
 
-    return SelectiveRouter(measure_per_round=k, seed=seed)
+    return SelectiveRouter(measure_per_round=k, seed=seed, budget=budget)
 
 
 ROUTERS: dict[str, RouterSpec] = {spec.name: spec for spec in (
     RouterSpec("selective", "trust forecasts where calibration certifies it at --risk, measure the uncertain "
-               "ones (one per family first, then by Thompson draw), audit a share of the trusted decisions",
+               "ones (one per family first, within half the budget, then by Thompson draw), audit a share of the trusted decisions",
                children_per_measurement=8, opening_per_measurement=32, reserve_share=0.25, certifies_trust=True,
                build=_selective),
     RouterSpec("topk", "measure the top k children by expected bin, prune the rest (the paper's surrogate "
@@ -79,6 +79,6 @@ def router_spec(name: str) -> RouterSpec:
         raise ValueError(f"unknown router {name!r} (expected {choices(ROUTERS)})") from None
 
 
-def make_router(name: str, k: int = 4, seed: int = 0) -> Router:
-    return router_spec(name).build(k, seed)
+def make_router(name: str, k: int = 4, seed: int = 0, budget: int = 0) -> Router:
+    return router_spec(name).build(k, seed, budget)
 

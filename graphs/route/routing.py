@@ -29,6 +29,11 @@ DEFAULT_AUDIT_SHARE = 0.1  # share of the budget the audits may spend (documente
 # correct measurements of a transformation family in this run before the selective router trusts any forecast
 # about it: a forecaster fitted elsewhere can be confidently wrong about a whole family on a kernel it never saw
 MIN_FAMILY_EVIDENCE = 2
+# at most this share of a run's budget goes to covering families (one representative each) before the forecasts
+# decide: at budget 8 a generator offering seven families left covering them the whole budget and nothing to
+# follow what they found (held-out corpus, Thompson order, parboil_sgemm_base seed 1: the local tile's 3.1x,
+# found at the 6th measurement, was never followed; measure-all, measuring the generator's proposals in turn, reached 9.3x)
+COVERAGE_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -173,17 +178,25 @@ def unproven_family(item: RoutingInput) -> bool:
     return bool(item.family) and item.family_measured < MIN_FAMILY_EVIDENCE
 
 
-def coverage_first(ranked: list[RoutingInput]) -> list[RoutingInput]:
+def coverage_first(ranked: list[RoutingInput], limit: int | None = None) -> list[RoutingInput]:
     """``ranked`` (best first) with one representative of each family not measured yet in this run moved to
-    the front, each its family's best-ranked, in the order of those representatives: a run's first
-    measurements cover the families its generator offers before the forecaster's ranking, which on a kernel it
-    never saw may put a whole family at the bottom, decides where the rest go."""
+    the front (at most ``limit`` of them; None: all), each its family's best-ranked, in the order of those
+    representatives: a run's first measurements cover the families its generator offers before the forecaster's
+    ranking, which on a kernel it never saw may put a whole family at the bottom, decides where the rest go."""
     firsts: dict[str, RoutingInput] = {}
     for item in ranked:
         if item.family and item.family_measured == 0 and not item.failed:
             firsts.setdefault(item.family, item)
-    chosen = {item.hash for item in firsts.values()}
-    return [*firsts.values(), *(item for item in ranked if item.hash not in chosen)]
+    chosen = {item.hash for item in list(firsts.values())[:limit]}
+    return [*(item for item in ranked if item.hash in chosen), *(item for item in ranked if item.hash not in chosen)]
+
+
+def coverage_room(budget: int, can_measure: int) -> int | None:
+    """How many family representatives a round may put first: those the part of the budget left beyond
+    (1 - COVERAGE_SHARE) of it can pay (None, no limit, for a router that was not told its budget)."""
+    if budget <= 0:
+        return None
+    return max(0, can_measure - (budget - int(COVERAGE_SHARE * budget)))
 
 
 def acts_on(trust: TrustThresholds, p_beat: float | None, audits: int) -> bool:
@@ -202,7 +215,7 @@ def audit_draw(key: str, seed: int) -> float:
 @dataclass
 class SelectiveRouter:
     """Trust forecasts where calibration certifies it, defer the rest to the hardware (by Thompson draw, after one
-    representative of each family not measured yet).
+    representative of each family not measured yet, within COVERAGE_SHARE of the budget).
 
     A child is pruned when p = P(S_child > S_incumbent) <= ``trust.prune_below`` and accepted as an
     unverified node (expandable, never reported until measured) when p >= ``trust.accept_above``; without
@@ -218,6 +231,7 @@ class SelectiveRouter:
     measure_per_round: int = 4
     audit_rate: float = DEFAULT_AUDIT_RATE
     seed: int = 0
+    budget: int = 0  # the run's budget: family coverage gets at most COVERAGE_SHARE of it (0: unlimited)
     name: str = "selective"
 
     def route(self, items: list[RoutingInput], can_measure: int, trust: TrustThresholds | None = None,
@@ -251,7 +265,7 @@ class SelectiveRouter:
                 deferred.append(item)  # not trusted yet: routed as an uncertain child
                 untried.add(item.hash)
         audit_room -= trial
-        deferred = coverage_first(thompson_order(deferred, self.seed))
+        deferred = coverage_first(thompson_order(deferred, self.seed), coverage_room(self.budget, can_measure))
         limit = min(self.measure_per_round, can_measure - trial)
         in_turn = 0  # deferred children and audits of trusted decisions
         for item in deferred:

@@ -73,3 +73,23 @@ def test_coverage_still_measures_one_of_each_family_first() -> None:
     out = SelectiveRouter(measure_per_round=2, audit_rate=0.0).route(items, can_measure=2)
     measured = {k for k, r in out.items() if r.decision == "measure"}
     assert "b0" in measured and len(measured) == 2
+
+
+def test_family_coverage_takes_at_most_half_the_budget() -> None:
+    """Five unmeasured families, three candidates of one the forecast is sure of, three measurements a round, a
+    budget of 8: a round covers families only with what lies beyond the budget's second half (``can_measure`` - 4
+    representatives), and gives the rest to the forecasts; once the first half is spent, they alone decide."""
+    sure = [_item(f"sure{i}", math.log(4.0 - 0.1 * i), 0.05, family="f0") for i in range(3)]
+    others = [_item(f"f{j}", -1.0, 0.05, family=f"f{j}") for j in range(1, 5)]
+
+    def measured(budget: int, can_measure: int) -> tuple[int, int]:
+        """(sure candidates measured, other families measured)"""
+        out = SelectiveRouter(measure_per_round=3, audit_rate=0.0, budget=budget).route([*sure, *others],
+                                                                                        can_measure)
+        keys = {k for k, r in out.items() if r.decision == "measure"}
+        return len(keys & {it.hash for it in sure}), len(keys & {it.hash for it in others})
+
+    assert measured(0, 7) == (1, 2)  # not told the budget: one of each family first, whatever is left
+    assert measured(8, 7) == (1, 2)  # 3 representatives: as many as the round measures
+    assert measured(8, 6) == (2, 1)  # 2 representatives (the sure family's and one other), then the forecasts
+    assert measured(8, 4) == (3, 0)  # the first half spent: the forecasts alone
