@@ -96,7 +96,8 @@ class Arm:
     @property
     def delivered(self) -> float:
         """The speedup the run hands its user: its best, or the reference's 1.0 when no candidate beat the
-        reference (the run's verdict is then "no speedup" and the reference is what a user keeps). Until
+        reference (the run's verdict is then no speedup, significant or not, and the reference is what a user
+        keeps). Until
         2026-12-06 the bench compared the best candidates themselves, so of two runs that both found nothing,
         the one whose best slowdown was milder won (heteromark_be, budget 8: 0.60x against 0.99x, a loss)."""
         return max(self.best, 1.0)
@@ -104,7 +105,7 @@ class Arm:
     @property
     def delivered_interval(self) -> tuple[float, float] | None:
         """The confirmation interval of :meth:`delivered` (the reference's, exactly 1.0, when it is the reference)."""
-        if self.best < 1.0:
+        if self.best < 1.0 or (self.best == 1.0 and self.interval is None):  # the reference (or nothing correct)
             return (1.0, 1.0)
         return self.interval
 
@@ -216,6 +217,8 @@ def main() -> int:
     parser.add_argument("--tolerance", type=float, default=0.03, help="noise margin for 'reached measure-all's best'")
     parser.add_argument("--out", required=True, help="an empty folder: one fresh store per run, results.json")
     args = parser.parse_args()
+    if args.first_seed < 0 or args.seeds < 1:
+        parser.error("--first-seed must be >= 0 and --seeds >= 1")
     names = [t.strip() for t in args.tasks.split(",") if t.strip()]
     if unknown := [n for n in names if n not in held]:
         parser.error(f"not held-out corpus tasks: {unknown} (held out: {', '.join(held)})")

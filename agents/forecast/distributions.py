@@ -108,6 +108,8 @@ def log_speedup_quantile(u: float, probabilities: Sequence[float] | np.ndarray, 
     p = np.asarray(probabilities, dtype=np.float64)
     if p.shape != (NUM_BINS,):
         raise ValueError(f"a bin distribution needs {NUM_BINS} values, got shape {p.shape}")
+    if np.any(p < 0) or p.sum() <= 0:
+        raise ValueError(f"bin probabilities must be non-negative with a positive sum, got {p.tolist()}")
     cum = np.cumsum(p / p.sum())
     k = min(int(np.searchsorted(cum, u, side="right")), NUM_BINS - 1)
     below = cum[k - 1] if k else 0.0

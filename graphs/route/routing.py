@@ -187,7 +187,7 @@ def coverage_first(ranked: list[RoutingInput], limit: int | None = None) -> list
     for item in ranked:
         if item.family and item.family_measured == 0 and not item.failed:
             firsts.setdefault(item.family, item)
-    chosen = {item.hash for item in list(firsts.values())[:limit]}
+    chosen = {item.hash for item in list(firsts.values())[:None if limit is None else max(0, limit)]}
     return [*(item for item in ranked if item.hash in chosen), *(item for item in ranked if item.hash not in chosen)]
 
 
@@ -265,7 +265,7 @@ class SelectiveRouter:
                 deferred.append(item)  # not trusted yet: routed as an uncertain child
                 untried.add(item.hash)
         audit_room -= trial
-        deferred = coverage_first(thompson_order(deferred, self.seed), coverage_room(self.budget, can_measure))
+        deferred = coverage_first(thompson_order(deferred, self.seed), coverage_room(self.budget, can_measure - trial))
         limit = min(self.measure_per_round, can_measure - trial)
         in_turn = 0  # deferred children and audits of trusted decisions
         for item in deferred:
@@ -282,7 +282,7 @@ class SelectiveRouter:
                       f"; forecasts about it are not trusted before {MIN_FAMILY_EVIDENCE} " \
                       f"(P(beat incumbent {item.incumbent:.3g}x) = {p:.3f}): deferred to hardware"
             if in_turn < limit:
-                why += f" (Thompson draw {math.exp(thompson_draw(item, self.seed)):.3g}x)"
+                why += f" (Thompson draw {math.exp(min(thompson_draw(item, self.seed), 700.0)):.3g}x)"
                 out[item.hash] = Routed("measure", why, p)
                 in_turn += 1
             else:

@@ -131,7 +131,7 @@ class VerifyStep:
         incumbent, _ = incumbent_of(nodes, best)
         items = [routing_input(key, node_forecast(fc), incumbent, fc.provenance)
                  for key, fc in zip(keys, self.forecasting.forecasts(keys))]
-        pick = min(items, key=measure_order)  # the order in which a round's router sends children to measure
+        pick = min(items, key=measure_order)  # highest expected gain: one at a time, each on a fresh forecast
         self.ctx.emit(ev.Leftover(untried=len(keys), spent=self.budget.spent(), gain=pick.gain, p_beat=pick.p_beat,
                                   incumbent=incumbent), candidate_hash=pick.hash)
         return pick.hash

@@ -63,7 +63,7 @@ def test_on_probation_nothing_is_trusted_the_audits_go_to_its_would_be_decisions
     audits = [r for r in out.values() if r.audit]
     assert len(audits) == PROBATION_AUDITS, "as many audits as the trial needs, not the whole allowance"
     assert all(r.probation and r.trusted_as == "prune" and r.decision == "measure" for r in audits)
-    # the rest are routed as uncertain children: measured by expected gain within the cap, the others dropped
+    # the rest are routed as uncertain children: measured in Thompson order within the cap, the others dropped
     rest = [r for key, r in out.items() if not r.audit]
     assert sum(r.decision == "measure" for r in rest) == 2
     assert {r.decision for r in rest} == {"measure", "drop"}

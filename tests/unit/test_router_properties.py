@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernelcast.agents.forecast.distributions import prob_above
 from kernelcast.graphs.route.risk_control import TrustThresholds
-from kernelcast.graphs.route.routing import MeasureAllRouter, RoutingInput, SelectiveRouter, TopKRouter, thompson_draw
+from kernelcast.graphs.route.routing import (
+    MeasureAllRouter,
+    RoutingInput,
+    SelectiveRouter,
+    TopKRouter,
+    coverage_room,
+    thompson_draw,
+    thompson_order,
+)
 
 probs = st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=8, max_size=8).filter(lambda p: sum(p) > 1e-6)
 
@@ -93,6 +103,29 @@ def test_selective_trusts_only_certified_working_forecasts(items, can_measure, t
         worst_measured = min(thompson_draw(it, 0) for it in measured)
         unmeasured = [it for it in deferred if out[it.hash].decision != "measure"]
         assert all(thompson_draw(it, 0) <= worst_measured + 1e-12 for it in unmeasured)
+
+
+@settings(max_examples=200, deadline=None)
+@given(items=routing_inputs(), can_measure=st.integers(0, 30), trust=thresholds, k=st.integers(1, 8),
+       budget=st.integers(0, 40), families=st.lists(st.sampled_from(["", "a", "b", "c"]), min_size=24, max_size=24),
+       evidence=st.lists(st.integers(0, 3), min_size=24, max_size=24))
+def test_family_coverage_keeps_every_invariant(items, can_measure, trust, k, budget, families, evidence) -> None:
+    """With families and a budget: one decision each, the caps kept, and no more family representatives put before
+    the Thompson order than coverage_room allows."""
+    items = [replace(it, family=families[i], family_measured=evidence[i]) for i, it in enumerate(items)]
+    out = SelectiveRouter(measure_per_round=k, seed=1, budget=budget).route(items, can_measure, trust=trust)
+    assert set(out) == {it.hash for it in items}
+    measured = [by for by in items if out[by.hash].decision == "measure" and not out[by.hash].audit]
+    assert len([r for r in out.values() if r.decision == "measure"]) <= can_measure
+    assert len(measured) <= k
+    room = coverage_room(budget, can_measure)
+    if room is not None and not any(r.probation for r in out.values()):
+        order = [it.hash for it in thompson_order([it for it in items if not out[it.hash].trusted_as], 1)]
+        # a measured child that the Thompson order alone would not have reached is a family representative
+        reached = set(order[:len(measured)])
+        jumped = [it for it in measured if it.hash not in reached]
+        assert len(jumped) <= room
+        assert all(it.family and it.family_measured == 0 for it in jumped)
 
 
 @settings(max_examples=200, deadline=None)

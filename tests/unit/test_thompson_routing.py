@@ -60,11 +60,28 @@ def test_a_wide_forecast_is_measured_before_a_narrow_better_one_as_often_as_it_m
     assert 0.3 < share < 0.6  # P(ln S_wide > about 0.1) = 0.46
 
 
-def test_draws_are_reproducible_and_move_with_the_evidence() -> None:
-    item = _item("c", 0.0, 1.0)
-    assert thompson_draw(item, 3) == thompson_draw(_item("c", 0.0, 1.0), 3)  # a resumed run routes the same
+def test_the_routing_depends_on_the_children_not_on_their_order() -> None:
+    """A resumed run rebuilds the round's children from its checkpoint, in whatever order: same decisions."""
+    items = [_item(f"c{i}", 0.01 * i, 1.0, family=f"f{i % 3}") for i in range(20)]
+    router = SelectiveRouter(measure_per_round=4, audit_rate=0.0, seed=5, budget=24)
+    first = router.route(items, 20)
+    shuffled = router.route(list(reversed(items[10:])) + items[:10], 20)
+    assert {k: r.decision for k, r in first.items()} == {k: r.decision for k, r in shuffled.items()}
+
+
+def test_draws_move_with_the_evidence() -> None:
     later = [thompson_draw(_item("c", 0.0, 1.0, incumbent=1.0 + i / 10), 3) for i in range(10)]
     assert len(set(later)) == 10  # a new incumbent is a new round: a new draw
+    base = _item("c", 0.0, 1.0)
+    more = [thompson_draw(RoutingInput(**{**base.__dict__, "family_measured": n}), 3) for n in range(5)]
+    assert len(set(more)) == 5  # so does a new measurement of the family
+
+
+def test_bins_that_are_no_distribution_are_refused() -> None:
+    with pytest.raises(ValueError, match="non-negative"):
+        log_speedup_quantile(0.5, [0.0] * 8)
+    with pytest.raises(ValueError, match="non-negative"):
+        log_speedup_quantile(0.5, [0.5, -0.1, 0.6, 0, 0, 0, 0, 0])
 
 
 def test_coverage_still_measures_one_of_each_family_first() -> None:
