@@ -30,9 +30,9 @@ DEFAULT_AUDIT_SHARE = 0.1  # share of the budget the audits may spend (documente
 # about it: a forecaster fitted elsewhere can be confidently wrong about a whole family on a kernel it never saw
 MIN_FAMILY_EVIDENCE = 2
 # at most this share of a run's budget goes to covering families (one representative each) before the forecasts
-# decide: at budget 8 a generator offering seven families left covering them the whole budget and nothing to
-# follow what they found (held-out corpus, Thompson order, parboil_sgemm_base seed 1: the local tile's 3.1x,
-# found at the 6th measurement, was never followed; measure-all, measuring the generator's proposals in turn, reached 9.3x)
+# decide: a derived space offers seven or more families (coarsening in three mappings, local tile, unroll,
+# restrict, work-group, generic variants), so at budget 8 covering them took every measurement of the run and left
+# nothing to follow what they found (docs/benchmarks.md, the held-out corpus)
 COVERAGE_SHARE = 0.5
 
 
@@ -96,10 +96,9 @@ def thompson_order(items: list[RoutingInput], seed: int) -> list[RoutingInput]:
     """``items`` by one Thompson draw each, highest first: each is measured in proportion to the forecast's
     probability that it is the best. A confident forecaster's top candidates still come first; a wide, flat
     forecast (a kernel the forecaster never saw) spreads the measurements across candidates instead of
-    following differences of mean that carry no information. On the held-out corpus (seed 0, expected gain
-    first) the wins measure-all found by chance, heteromark ga and fir coarsened with work-groups of 1-4
-    work-items (2-4x), were never measured by selective: none of its 8 (ga) or 24 (fir) measurements had a
-    work-group under 8, among forecasts of about 1 in ln S spread each."""
+    following differences of mean that carry no information: on kernels it never saw, expected gain spent runs on
+    near-duplicates (seven work-group variants of one edit in a row) while measuring the generator's proposals in
+    turn found the wins (docs/benchmarks.md, the held-out corpus)."""
     draws = {item.hash: thompson_draw(item, seed) for item in items}
     return sorted(items, key=lambda it: (-draws[it.hash], -it.gain, it.hash))
 
