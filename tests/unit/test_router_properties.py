@@ -122,8 +122,9 @@ def test_family_coverage_keeps_every_invariant(items, can_measure, trust, k, bud
     if room is not None and not any(r.probation for r in out.values()):
         order = [it.hash for it in thompson_order([it for it in items if not out[it.hash].trusted_as], 1)]
         # a measured child that the Thompson order alone would not have reached is a family representative
-        reached = set(order[:len(measured)])
-        jumped = [it for it in measured if it.hash not in reached]
+        uncertain = [it for it in measured if not out[it.hash].trusted_as]  # not a spare measurement of a prune
+        reached = set(order[:len(uncertain)])
+        jumped = [it for it in uncertain if it.hash not in reached]
         assert len(jumped) <= room
         assert all(it.family and it.family_measured == 0 for it in jumped)
 
