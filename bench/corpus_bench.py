@@ -97,9 +97,8 @@ class Arm:
     def delivered(self) -> float:
         """The speedup the run hands its user: its best, or the reference's 1.0 when no candidate beat the
         reference (the run's verdict is then no speedup, significant or not, and the reference is what a user
-        keeps). Until
-        2026-12-06 the bench compared the best candidates themselves, so of two runs that both found nothing,
-        the one whose best slowdown was milder won (heteromark_be, budget 8: 0.60x against 0.99x, a loss)."""
+        keeps). Until 2026-12-06 the bench compared the best candidates themselves, so of two runs that both found
+        nothing, the one whose best slowdown was milder won (heteromark_be, budget 8: 0.60x against 0.99x, a loss)."""
         return max(self.best, 1.0)
 
     @property
