@@ -174,15 +174,17 @@ def random_order(task: Task, pool: list[Candidate], budget: int, seed: int, size
 
 
 def line(row: Row, tolerance: float) -> str:
-    def shown(arm: Arm) -> str:
+    def shown(arm: Arm | None) -> str:
+        if arm is None:
+            return "- (not run)"
         ci = f" [{arm.interval[0]:.2f}-{arm.interval[1]:.2f}]" if arm.interval else ""
-        return f"{arm.best:.2f}x{ci}{'' if arm.confirmed or arm is row.arms[RANDOM] else ' (unconfirmed)'}"
+        return f"{arm.best:.2f}x{ci}{'' if arm.confirmed or arm is row.arms.get(RANDOM) else ' (unconfirmed)'}"
 
     sel_spread = row.arms["selective"].spread
     spread = "-" if sel_spread is None else f"{sel_spread:.2f}"
     fams = "; ".join(f"{a}: " + ", ".join(f"{k} {v}" for k, v in sorted(row.arms[a].families.items()))
-                     for a in ("selective", "measure-all", RANDOM))
-    return (f"| {row.task} | {row.budget} | {row.seed} | " + " | ".join(shown(row.arms[a]) for a in ARMS)
+                     for a in ("selective", "measure-all", RANDOM) if a in row.arms)
+    return (f"| {row.task} | {row.budget} | {row.seed} | " + " | ".join(shown(row.arms.get(a)) for a in ARMS)
             + f" | {row.ratio:.2f} | {row.to_target(tolerance) or '-'} | {spread} "
             f"| {row.arms['selective'].roofline or '-'} | {fams} |")
 
@@ -214,6 +216,9 @@ def main() -> int:
     parser.add_argument("--first-seed", type=int, default=0, help="seeds run: first-seed .. first-seed + seeds - 1")
     parser.add_argument("--sizes", default="full", choices=["full", "small"])
     parser.add_argument("--tolerance", type=float, default=0.03, help="noise margin for 'reached measure-all's best'")
+    parser.add_argument("--arms", default=",".join(ARMS),
+                        help=f"arms to run, comma-separated (selective and measure-all always; of {', '.join(ARMS)}): "
+                             "'selective,measure-all' halves a quick comparison of a router change")
     parser.add_argument("--out", required=True, help="an empty folder: one fresh store per run, results.json")
     args = parser.parse_args()
     if args.first_seed < 0 or args.seeds < 1:
@@ -221,6 +226,9 @@ def main() -> int:
     names = [t.strip() for t in args.tasks.split(",") if t.strip()]
     if unknown := [n for n in names if n not in held]:
         parser.error(f"not held-out corpus tasks: {unknown} (held out: {', '.join(held)})")
+    arms = {a.strip() for a in args.arms.split(",") if a.strip()} | {"selective", "measure-all"}
+    if unknown := sorted(arms - set(ARMS)):
+        parser.error(f"unknown arms: {unknown} (arms: {', '.join(ARMS)})")
     budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -238,10 +246,11 @@ def main() -> int:
                 for seed in range(args.first_seed, args.first_seed + args.seeds):
                     row = Row(name, budget, seed)
                     stores = {}
-                    for router in ROUTERS:
+                    for router in (r for r in ROUTERS if r in arms):
                         row.arms[router], stores[router] = run_router(task, router, budget, seed, args.sizes, out)
-                    pool = [c for c in stores["selective"].candidates(task.name) if c.generator != "reference"]
-                    row.arms[RANDOM] = random_order(task, pool, budget, seed, args.sizes, worker)
+                    if RANDOM in arms:
+                        pool = [c for c in stores["selective"].candidates(task.name) if c.generator != "reference"]
+                        row.arms[RANDOM] = random_order(task, pool, budget, seed, args.sizes, worker)
                     for store in stores.values():
                         store.close()
                     rows.append(row)

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from kernelcast.agents.forecast.distributions import belief_gain, expected_gain, log_speedup_quantile, p_beat
+from kernelcast.agents.forecast.distributions import belief_gain, expected_gain, log_speedup_quantile, moments, p_beat
 from kernelcast.graphs.route.risk_control import TrustThresholds
 
 Decision = Literal["measure", "accept", "prune", "drop"]
@@ -101,6 +102,57 @@ def thompson_order(items: list[RoutingInput], seed: int) -> list[RoutingInput]:
     turn found the wins (docs/benchmarks.md, the held-out corpus)."""
     draws = {item.hash: thompson_draw(item, seed) for item in items}
     return sorted(items, key=lambda it: (-draws[it.hash], -it.gain, it.hash))
+
+
+def forecast_lead(items: list[RoutingInput]) -> float:
+    """The share of a round's measurements its forecasts may lead, the rest going in the generator's order: the
+    share of the candidates' ln S variance that the forecasts themselves say their means account for,
+    var(means) / (var(means) + mean(sd^2)) (a calibrated forecaster's R^2 across this round). A round whose
+    forecasts all say about the same, or say it with an sd wider than the differences, has nothing to rank by,
+    and then the generator's space-filling order (each axis's extremes first) finds more than Thompson draws from
+    flat beliefs, which are a random order: on kernels the forecaster never saw, measuring the generator's
+    proposals in turn found wins (work-groups of one or two work-items) that the draws missed
+    (docs/benchmarks.md, the held-out corpus). 1.0 with fewer than two forecasts to compare."""
+    means: list[float] = []
+    variances: list[float] = []
+    for item in items:
+        if item.failed:
+            continue
+        if item.continuous:
+            assert item.log_mean is not None and item.log_sd is not None
+            mean, sd = item.log_mean, item.log_sd
+        elif len(item.probabilities) == 8:
+            mean, sd = moments(item.probabilities)
+        else:
+            continue
+        means.append(mean)
+        variances.append(sd * sd)
+    if len(means) < 2:
+        return 1.0
+    signal = statistics.pvariance(means)
+    noise = statistics.fmean(variances)
+    return 1.0 if signal + noise <= 0 else signal / (signal + noise)
+
+
+def led_order(items: list[RoutingInput], seed: int, lead: float) -> tuple[list[RoutingInput], set[str]]:
+    """``items`` (in the generator's order) as the round measures them, and the hashes placed by the
+    generator's order: the Thompson order and the generator's order interleaved, a ``lead`` share of the places
+    going to the next Thompson draw, the rest to the generator's next proposal (each taken once)."""
+    drawn = thompson_order(items, seed)
+    design_share = 1.0 - min(max(lead, 0.0), 1.0)
+    out: list[RoutingInput] = []
+    by_design: set[str] = set()
+    taken: set[str] = set()
+    queues = {True: iter(items), False: iter(drawn)}
+    while len(out) < len(items):
+        place = len(out)
+        from_design = math.floor((place + 1) * design_share + 0.5) > math.floor(place * design_share + 0.5)
+        item = next(it for it in queues[from_design] if it.hash not in taken)
+        taken.add(item.hash)
+        out.append(item)
+        if from_design:
+            by_design.add(item.hash)
+    return out, by_design
 
 
 @dataclass(frozen=True)
@@ -213,7 +265,8 @@ def audit_draw(key: str, seed: int) -> float:
 
 @dataclass
 class SelectiveRouter:
-    """Trust forecasts where calibration certifies it, defer the rest to the hardware (by Thompson draw, after one
+    """Trust forecasts where calibration certifies it, defer the rest to the hardware (by Thompson draw for the
+    share of the round its forecasts lead, ``forecast_lead``, in the generator's order for the rest; after one
     representative of each family not measured yet, within COVERAGE_SHARE of the budget).
 
     A child is pruned when p = P(S_child > S_incumbent) <= ``trust.prune_below`` and accepted as an
@@ -264,7 +317,9 @@ class SelectiveRouter:
                 deferred.append(item)  # not trusted yet: routed as an uncertain child
                 untried.add(item.hash)
         audit_room -= trial
-        deferred = coverage_first(thompson_order(deferred, self.seed), coverage_room(self.budget, can_measure - trial))
+        lead = forecast_lead(deferred)
+        ordered, by_design = led_order(deferred, self.seed, lead)
+        deferred = coverage_first(ordered, coverage_room(self.budget, can_measure - trial))
         limit = min(self.measure_per_round, can_measure - trial)
         in_turn = 0  # deferred children and audits of trusted decisions
         for item in deferred:
@@ -281,7 +336,9 @@ class SelectiveRouter:
                       f"; forecasts about it are not trusted before {MIN_FAMILY_EVIDENCE} " \
                       f"(P(beat incumbent {item.incumbent:.3g}x) = {p:.3f}): deferred to hardware"
             if in_turn < limit:
-                why += f" (Thompson draw {math.exp(min(thompson_draw(item, self.seed), 700.0)):.3g}x)"
+                why += (f" (the generator's order: the forecasts lead {lead:.0%} of this round)" if item.hash in by_design
+                        else f" (Thompson draw {math.exp(min(thompson_draw(item, self.seed), 700.0)):.3g}x; the "
+                             f"forecasts lead {lead:.0%} of this round)")
                 out[item.hash] = Routed("measure", why, p)
                 in_turn += 1
             else:

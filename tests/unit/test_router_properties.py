@@ -15,8 +15,8 @@ from kernelcast.graphs.route.routing import (
     SelectiveRouter,
     TopKRouter,
     coverage_room,
-    thompson_draw,
-    thompson_order,
+    forecast_lead,
+    led_order,
 )
 
 probs = st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=8, max_size=8).filter(lambda p: sum(p) > 1e-6)
@@ -98,11 +98,14 @@ def test_selective_trusts_only_certified_working_forecasts(items, can_measure, t
     deferred = [it for it in items if not out[it.hash].trusted_as]
     measured = [by_hash[h] for h, r in out.items() if r.decision == "measure" and not r.audit]
     assert len(measured) <= k
-    # deferred candidates (no families here: no coverage step) are measured highest Thompson draw first
-    if measured and len(measured) < len(deferred):
-        worst_measured = min(thompson_draw(it, 0) for it in measured)
-        unmeasured = [it for it in deferred if out[it.hash].decision != "measure"]
-        assert all(thompson_draw(it, 0) <= worst_measured + 1e-12 for it in unmeasured)
+    # deferred candidates (no families here: no coverage step) are measured in the led order: the Thompson draws
+    # for the round's forecast lead, the generator's order (the items' order) for the rest
+    if not trust.probation:  # else a side's untried would-be decisions join the deferred ones at the end
+        order, _ = led_order(deferred, 0, forecast_lead(deferred))
+        uncertain = [it.hash for it in measured if not out[it.hash].trusted_as]
+        assert set(uncertain) == {it.hash for it in order[:len(uncertain)]}
+        if len(uncertain) < min(k, can_measure):
+            assert len(uncertain) == len(deferred)  # a round measures all it may
 
 
 @settings(max_examples=200, deadline=None)
@@ -119,9 +122,10 @@ def test_family_coverage_keeps_every_invariant(items, can_measure, trust, k, bud
     assert len([r for r in out.values() if r.decision == "measure"]) <= can_measure
     assert len(measured) <= k
     room = coverage_room(budget, can_measure)
-    if room is not None and not any(r.probation for r in out.values()):
-        order = [it.hash for it in thompson_order([it for it in items if not out[it.hash].trusted_as], 1)]
-        # a measured child that the Thompson order alone would not have reached is a family representative
+    if room is not None and not trust.probation:  # else a side's untried would-be decisions are deferred last
+        deferred = [it for it in items if not out[it.hash].trusted_as]
+        order = [it.hash for it in led_order(deferred, 1, forecast_lead(deferred))[0]]
+        # a measured child that the led order alone would not have reached is a family representative
         uncertain = [it for it in measured if not out[it.hash].trusted_as]  # not a spare measurement of a prune
         reached = set(order[:len(uncertain)])
         jumped = [it for it in uncertain if it.hash not in reached]

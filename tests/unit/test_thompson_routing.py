@@ -1,15 +1,24 @@
-"""Thompson sampling in the selective router: measurements follow the forecast's probability that a candidate is
-the best, so a confident forecaster is followed and a wide, flat one spreads the measurements."""
+"""Thompson sampling in the selective router, in the share of a round its forecasts lead: measurements follow the
+forecast's probability that a candidate is the best, so a confident forecaster is followed, and a round whose
+forecasts tell its children apart by nothing goes in the generator's order."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from kernelcast.agents.forecast.distributions import LOG_LOWER, LOG_UPPER, log_speedup_quantile, lognormal_bins
-from kernelcast.graphs.route.routing import RoutingInput, SelectiveRouter, thompson_draw
+from kernelcast.graphs.route.routing import (
+    RoutingInput,
+    SelectiveRouter,
+    forecast_lead,
+    led_order,
+    thompson_draw,
+    thompson_order,
+)
 
 
 def _item(key: str, mean: float, sd: float, incumbent: float = 1.0, family: str = "") -> RoutingInput:
@@ -47,22 +56,65 @@ def test_a_confident_forecast_of_the_best_is_measured_first_whatever_the_seed() 
     assert {_first_measured(items, seed) for seed in range(20)} == {"best"}
 
 
-def test_flat_wide_forecasts_spread_the_measurements_where_expected_gain_picks_one() -> None:
-    items = [_item(f"c{i}", 0.002 * i, 1.0) for i in range(30)]
-    assert max(items, key=lambda it: it.gain).hash == "c29"  # expected gain: always the same candidate
-    picks = [_first_measured(items, seed) for seed in range(20)]
-    assert len(set(picks)) >= 8, picks
+def test_flat_wide_forecasts_follow_the_generators_order_where_expected_gain_picks_its_top() -> None:
+    """A round whose forecasts say nothing to rank by (means 0.002 apart, sd 1) goes in the order the generator
+    proposed, whatever the seed; expected gain would follow a mean difference that carries nothing."""
+    items = [_item(f"c{i}", 0.002 * (29 - i), 1.0) for i in range(30)][::-1]  # the generator proposed c29 first
+    assert forecast_lead(items) < 0.01
+    assert max(items, key=lambda it: it.gain).hash == "c0"
+    assert {_first_measured(items, seed) for seed in range(20)} == {"c29"}
+    out = SelectiveRouter(measure_per_round=4, audit_rate=0.0).route(items, can_measure=4)
+    assert [it.hash for it in items if out[it.hash].decision == "measure"] == ["c29", "c28", "c27", "c26"]
+    assert all("the generator's order" in out[it.hash].reason for it in items[:4])
+
+
+def test_the_forecast_lead_is_the_share_of_variance_the_forecasts_claim() -> None:
+    """var(means) / (var(means) + mean(sd^2)): the R^2 a calibrated forecaster would have across the round."""
+    two = [_item("a", 0.0, 0.5), _item("b", 1.0, 0.5)]  # var(means) 0.25, mean sd^2 0.25
+    assert forecast_lead(two) == pytest.approx(0.5)
+    assert forecast_lead([_item("a", 0.0, 0.05), _item("b", 2.0, 0.05)]) > 0.99
+    assert forecast_lead([_item("a", 0.3, 0.5), _item("b", 0.3, 0.1)]) == 0.0  # same means: nothing to rank by
+    assert forecast_lead([_item("a", 0.3, 0.5)]) == 1.0  # nothing to compare
+    failed = RoutingInput(hash="f", confidence=0.125, predicted_bin=1, expected_log_speedup=5.0, expected_bin=4.5,
+                          failed=True, probabilities=(0.125,) * 8)
+    assert forecast_lead([*two, failed]) == pytest.approx(0.5)  # a failed forecast claims nothing
+    binned = [replace(_item(k, m, 0.3), log_mean=None, log_sd=None) for k, m in (("a", -1.0), ("b", 1.0))]
+    assert 0.5 < forecast_lead(binned) < 1.0  # from the bins' moments
+
+
+@pytest.mark.parametrize("lead", [0.0, 0.25, 0.5, 0.8, 1.0])
+def test_the_led_order_interleaves_draws_and_proposals_in_the_lead_share(lead: float) -> None:
+    items = [_item(f"c{i}", 0.1 * ((i * 7) % 10), 0.3) for i in range(10)]
+    order, by_design = led_order(items, 3, lead)
+    assert sorted(it.hash for it in order) == sorted(it.hash for it in items)  # each once
+    for n in range(1, 11):  # every prefix holds the lead's share of draws, to the nearest place
+        assert abs(sum(it.hash not in by_design for it in order[:n]) - lead * n) <= 1.0
+    design = [it.hash for it in order if it.hash in by_design]
+    assert design == [it.hash for it in items if it.hash in by_design]  # in the generator's order
+    if lead == 0.0:
+        assert [it.hash for it in order] == [it.hash for it in items]
+    if lead == 1.0:
+        assert order == thompson_order(items, 3)
+    if lead == 0.5:
+        assert order[0].hash == "c0"  # the generator's first proposal opens an even round
 
 
 def test_a_wide_forecast_is_measured_before_a_narrow_better_one_as_often_as_it_may_be_better() -> None:
+    """Where the forecasts lead (the round's other children are surely far worse), the first measurement is a
+    Thompson draw: the wide candidate goes first about as often as it is the better one."""
     narrow, wide = _item("narrow", 0.1, 0.05), _item("wide", 0.0, 1.0)
-    share = np.mean([_first_measured([narrow, wide], seed) == "wide" for seed in range(300)])
+    worse = [_item(f"w{i}", -3.0 - 0.01 * i, 0.05) for i in range(20)]
+    assert forecast_lead([*worse, narrow, wide]) > 0.9
+    share = np.mean([_first_measured([*worse, narrow, wide], seed) == "wide" for seed in range(300)])
     assert 0.3 < share < 0.6  # P(ln S_wide > about 0.1) = 0.46
 
 
-def test_the_routing_depends_on_the_children_not_on_their_order() -> None:
-    """A resumed run rebuilds the round's children from its checkpoint, in whatever order: same decisions."""
-    items = [_item(f"c{i}", 0.01 * i, 1.0, family=f"f{i % 3}") for i in range(20)]
+def test_where_the_forecasts_lead_the_routing_depends_on_the_children_not_on_their_order() -> None:
+    """Where the forecasts lead the round (the children's means far apart for their sd), the generator's order
+    places nothing: the same children in another order get the same decisions. (A flat round follows the order
+    the generator proposed, which a resumed run reads back from its checkpoint.)"""
+    items = [_item(f"c{i}", 0.3 * i, 0.2, family=f"f{i % 3}") for i in range(20)]
+    assert forecast_lead(items) > 0.97
     router = SelectiveRouter(measure_per_round=4, audit_rate=0.0, seed=5, budget=24)
     first = router.route(items, 20)
     shuffled = router.route(list(reversed(items[10:])) + items[:10], 20)
