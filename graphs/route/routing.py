@@ -121,23 +121,30 @@ def forecast_lead(items: list[RoutingInput]) -> float:
         if item.continuous:
             assert item.log_mean is not None and item.log_sd is not None
             mean, sd = item.log_mean, item.log_sd
-        elif len(item.probabilities) == 8:
-            mean, sd = moments(item.probabilities)
+        elif len(item.probabilities) == 8 and sum(item.probabilities) > 0:
+            total = sum(item.probabilities)
+            mean, sd = moments([q / total for q in item.probabilities])
         else:
             continue
-        means.append(mean)
-        variances.append(sd * sd)
+        if math.isfinite(mean) and math.isfinite(sd):  # a broken forecast says nothing about the round
+            means.append(mean)
+            variances.append(sd * sd)
     if len(means) < 2:
         return 1.0
     signal = statistics.pvariance(means)
     noise = statistics.fmean(variances)
-    return 1.0 if signal + noise <= 0 else signal / (signal + noise)
+    lead = 1.0 if signal + noise <= 0 else signal / (signal + noise)
+    return lead if math.isfinite(lead) else 1.0
 
 
 def led_order(items: list[RoutingInput], seed: int, lead: float) -> tuple[list[RoutingInput], set[str]]:
-    """``items`` (in the generator's order) as the round measures them, and the hashes placed by the
-    generator's order: the Thompson order and the generator's order interleaved, a ``lead`` share of the places
-    going to the next Thompson draw, the rest to the generator's next proposal (each taken once)."""
+    """``items`` (in the round's order: this round's proposals in the generator's order, then children carried
+    over from earlier rounds) as the round measures them, and the hashes placed by that order: the Thompson order
+    and the round's order interleaved, a ``lead`` share of the places going to the next Thompson draw, the rest
+    to the round's next item (each taken once). Rounding gives the first place to the round's order whenever the
+    lead is at most one half."""
+    if len({item.hash for item in items}) != len(items):
+        raise ValueError("led_order needs distinct candidates: a hash appears twice")
     drawn = thompson_order(items, seed)
     design_share = 1.0 - min(max(lead, 0.0), 1.0)
     out: list[RoutingInput] = []
@@ -336,9 +343,9 @@ class SelectiveRouter:
                       f"; forecasts about it are not trusted before {MIN_FAMILY_EVIDENCE} " \
                       f"(P(beat incumbent {item.incumbent:.3g}x) = {p:.3f}): deferred to hardware"
             if in_turn < limit:
-                why += (f" (the generator's order: the forecasts lead {lead:.0%} of this round)" if item.hash in by_design
-                        else f" (Thompson draw {math.exp(min(thompson_draw(item, self.seed), 700.0)):.3g}x; the "
-                             f"forecasts lead {lead:.0%} of this round)")
+                drawn = "the round's order" if item.hash in by_design else \
+                    f"Thompson draw {math.exp(min(thompson_draw(item, self.seed), 700.0)):.3g}x"
+                why += f" ({drawn}; the forecasts lead {lead:.0%} of the round's deferred children)"
                 out[item.hash] = Routed("measure", why, p)
                 in_turn += 1
             else:

@@ -17,6 +17,7 @@ from kernelcast.graphs.route.routing import (
     coverage_room,
     forecast_lead,
     led_order,
+    thompson_draw,
 )
 
 probs = st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=8, max_size=8).filter(lambda p: sum(p) > 1e-6)
@@ -99,13 +100,22 @@ def test_selective_trusts_only_certified_working_forecasts(items, can_measure, t
     measured = [by_hash[h] for h, r in out.items() if r.decision == "measure" and not r.audit]
     assert len(measured) <= k
     # deferred candidates (no families here: no coverage step) are measured in the led order: the Thompson draws
-    # for the round's forecast lead, the generator's order (the items' order) for the rest
-    if not trust.probation:  # else a side's untried would-be decisions join the deferred ones at the end
-        order, _ = led_order(deferred, 0, forecast_lead(deferred))
-        uncertain = [it.hash for it in measured if not out[it.hash].trusted_as]
-        assert set(uncertain) == {it.hash for it in order[:len(uncertain)]}
-        if len(uncertain) < min(k, can_measure):
-            assert len(uncertain) == len(deferred)  # a round measures all it may
+    # for the round's forecast lead, the round's order (the items' order) for the rest
+    uncertain = [it for it in measured if not out[it.hash].trusted_as]
+    if len(uncertain) < min(k, can_measure) and not trust.probation:  # (a trial's audits take places first)
+        assert len(uncertain) == len(deferred)  # a round measures all it may
+    if not any("is on probation" in r.reason for r in out.values()):  # else those join the deferred ones last
+        drawn = [it for it in uncertain if "Thompson draw" in out[it.hash].reason]
+        in_turn = [it for it in uncertain if "the round's order" in out[it.hash].reason]
+        assert len(drawn) + len(in_turn) == len(uncertain)
+        # the draws take about the lead's share of the places (midpoint rounding: within half a place)
+        assert abs(len(drawn) - forecast_lead(deferred) * len(uncertain)) <= 0.5 + 1e-9
+        # the round's order takes its items in turn, skipping only those the draws took
+        assert in_turn == [it for it in deferred if it not in drawn][:len(in_turn)]
+        # a draw's place goes to the highest draw of what is left: none unmeasured drew higher
+        left = [it for it in deferred if it not in uncertain]
+        for it in drawn:
+            assert all(thompson_draw(it, 0) >= thompson_draw(other, 0) for other in left)
 
 
 @settings(max_examples=200, deadline=None)
