@@ -142,15 +142,24 @@ def led_order(items: list[RoutingInput], seed: int, lead: float) -> tuple[list[R
     over from earlier rounds) as the round measures them, and the hashes placed by that order: the Thompson order
     and the round's order interleaved, a ``lead`` share of the places going to the next Thompson draw, the rest
     to the round's next item (each taken once). Rounding gives the first place to the round's order whenever the
-    lead is at most one half."""
+    lead is at most one half.
+
+    The round's order first takes the items whose own draw beats the incumbent (Thompson sampling's rule for
+    whether a candidate is worth trying), in turn, and the others after them: where the forecasts are flat, about
+    every other proposal passes, so the generator's space-filling order survives; where a forecaster is sure a
+    proposal cannot beat the incumbent (P(beat) 0.002 for a point measured at 0.28x beside a 6.7x incumbent, in
+    the built-in router bench) it is not spent on in turn. A failed forecast, which has no draw, passes."""
     if len({item.hash for item in items}) != len(items):
         raise ValueError("led_order needs distinct candidates: a hash appears twice")
     drawn = thompson_order(items, seed)
+    draws = {item.hash: thompson_draw(item, seed) for item in items}
+    in_turn = [*(it for it in items if _draw_passes(it, draws[it.hash])),
+               *(it for it in items if not _draw_passes(it, draws[it.hash]))]
     design_share = 1.0 - min(max(lead, 0.0), 1.0)
     out: list[RoutingInput] = []
     by_design: set[str] = set()
     taken: set[str] = set()
-    queues = {True: iter(items), False: iter(drawn)}
+    queues = {True: iter(in_turn), False: iter(drawn)}
     while len(out) < len(items):
         place = len(out)
         from_design = math.floor((place + 1) * design_share + 0.5) > math.floor(place * design_share + 0.5)
@@ -160,6 +169,11 @@ def led_order(items: list[RoutingInput], seed: int, lead: float) -> tuple[list[R
         if from_design:
             by_design.add(item.hash)
     return out, by_design
+
+
+def _draw_passes(item: RoutingInput, draw: float) -> bool:
+    """Whether the item's Thompson draw says it beats its incumbent (a failed forecast, drawing nothing, passes)."""
+    return item.failed or not math.isfinite(draw) or draw > math.log(max(item.incumbent, 1e-12))
 
 
 @dataclass(frozen=True)

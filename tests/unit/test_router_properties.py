@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from hypothesis import given, settings
@@ -110,8 +111,12 @@ def test_selective_trusts_only_certified_working_forecasts(items, can_measure, t
         assert len(drawn) + len(in_turn) == len(uncertain)
         # the draws take about the lead's share of the places (midpoint rounding: within half a place)
         assert abs(len(drawn) - forecast_lead(deferred) * len(uncertain)) <= 0.5 + 1e-9
-        # the round's order takes its items in turn, skipping only those the draws took
-        assert in_turn == [it for it in deferred if it not in drawn][:len(in_turn)]
+        # the round's order takes its items in turn, those whose draw beats the incumbent first, skipping only
+        # those the draws took
+        passes = [it.failed or thompson_draw(it, 0) > math.log(it.incumbent) for it in deferred]
+        turn = [it for it, ok in zip(deferred, passes, strict=True) if ok] + \
+            [it for it, ok in zip(deferred, passes, strict=True) if not ok]
+        assert in_turn == [it for it in turn if it not in drawn][:len(in_turn)]
         # a draw's place goes to the highest draw of what is left: none unmeasured drew higher
         left = [it for it in deferred if it not in uncertain]
         for it in drawn:

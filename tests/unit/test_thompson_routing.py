@@ -58,16 +58,35 @@ def test_a_confident_forecast_of_the_best_is_measured_first_whatever_the_seed() 
     assert {_first_measured(items, seed) for seed in range(20)} == {"best"}
 
 
+def _passes(item: RoutingInput, seed: int) -> bool:
+    return thompson_draw(item, seed) > math.log(item.incumbent)
+
+
 def test_flat_wide_forecasts_follow_the_generators_order_where_expected_gain_picks_its_top() -> None:
     """A round whose forecasts say nothing to rank by (means 0.002 apart, sd 1) goes in the order the generator
-    proposed, whatever the seed; expected gain would follow a mean difference that carries nothing."""
+    proposed, taking each proposal whose own draw beats the incumbent; expected gain would follow a mean difference
+    that carries nothing."""
     items = [_item(f"c{i}", 0.002 * (29 - i), 1.0) for i in range(30)][::-1]  # the generator proposed c29 first
     assert forecast_lead(items) < 0.01
     assert max(items, key=lambda it: it.gain).hash == "c0"
-    assert {_first_measured(items, seed) for seed in range(20)} == {"c29"}
-    out = SelectiveRouter(measure_per_round=4, audit_rate=0.0).route(items, can_measure=4)
-    assert [it.hash for it in items if out[it.hash].decision == "measure"] == ["c29", "c28", "c27", "c26"]
-    assert all("the round's order" in out[it.hash].reason for it in items[:4])
+    for seed in range(20):
+        passing = [it.hash for it in items if _passes(it, seed)]
+        assert 6 <= len(passing) <= 24  # about half the proposals pass a flat forecast's draw
+        out = SelectiveRouter(measure_per_round=4, audit_rate=0.0, seed=seed).route(items, can_measure=4)
+        assert [it.hash for it in items if out[it.hash].decision == "measure"] == \
+            [h for h in (it.hash for it in items) if h in passing[:4]]
+        assert all("the round's order" in out[h].reason for h in passing[:4])
+
+
+def test_a_proposal_the_forecasts_rule_out_is_not_measured_in_turn() -> None:
+    """The generator's first proposal, forecast far below the incumbent with a narrow sd, is passed over in every
+    seed: the round's order takes the proposals whose draw beats the incumbent first."""
+    items = [_item("hopeless", -3.0, 0.3)] + [_item(f"c{i}", 0.0, 1.0) for i in range(29)]
+    assert forecast_lead(items) < 0.5  # the round's order takes the first place
+    for seed in range(20):
+        out = SelectiveRouter(measure_per_round=4, audit_rate=0.0, seed=seed).route(items, can_measure=4)
+        assert out["hopeless"].decision == "drop"
+        assert sum(r.decision == "measure" for r in out.values()) == 4
 
 
 def test_the_forecast_lead_is_the_share_of_variance_the_forecasts_claim() -> None:
@@ -102,19 +121,21 @@ def test_the_led_order_refuses_a_candidate_twice() -> None:
 
 @pytest.mark.parametrize("lead", [0.0, 0.25, 0.5, 0.8, 1.0])
 def test_the_led_order_interleaves_draws_and_proposals_in_the_lead_share(lead: float) -> None:
-    items = [_item(f"c{i}", 0.1 * ((i * 7) % 10), 0.3) for i in range(10)]
+    items = [_item(f"c{i}", 0.1 * ((i * 7) % 10) - 0.5, 0.3) for i in range(10)]
     order, by_design = led_order(items, 3, lead)
     assert sorted(it.hash for it in order) == sorted(it.hash for it in items)  # each once
     for n in range(1, 11):  # every prefix holds the lead's share of draws, to the nearest place
         assert abs(sum(it.hash not in by_design for it in order[:n]) - lead * n) <= 0.5 + 1e-9
+    in_turn = [it.hash for it in items if _passes(it, 3)] + [it.hash for it in items if not _passes(it, 3)]
+    assert 0 < sum(_passes(it, 3) for it in items) < 10  # both kinds occur
     design = [it.hash for it in order if it.hash in by_design]
-    assert design == [it.hash for it in items if it.hash in by_design]  # in the generator's order
+    assert design == [h for h in in_turn if h in by_design]  # the passing proposals first, each kind in turn
     if lead == 0.0:
-        assert [it.hash for it in order] == [it.hash for it in items]
+        assert [it.hash for it in order] == in_turn
     if lead == 1.0:
         assert order == thompson_order(items, 3)
     if lead == 0.5:
-        assert order[0].hash == "c0"  # the generator's first proposal opens an even round
+        assert order[0].hash == in_turn[0]  # the round's first passing proposal opens an even round
 
 
 def test_a_wide_forecast_is_measured_before_a_narrow_better_one_as_often_as_it_may_be_better() -> None:
