@@ -100,7 +100,11 @@ def thompson_order(items: list[RoutingInput], seed: int) -> list[RoutingInput]:
     following differences of mean that carry no information: on kernels it never saw, expected gain spent runs on
     near-duplicates (seven work-group variants of one edit in a row) while measuring the generator's proposals in
     turn found the wins (docs/benchmarks.md, the held-out corpus)."""
-    draws = {item.hash: thompson_draw(item, seed) for item in items}
+    return _by_draw(items, {item.hash: thompson_draw(item, seed) for item in items})
+
+
+def _by_draw(items: list[RoutingInput], draws: dict[str, float]) -> list[RoutingInput]:
+    """``items`` by their draws, highest first (then by expected gain and hash, so the order is total)."""
     return sorted(items, key=lambda it: (-draws[it.hash], -it.gain, it.hash))
 
 
@@ -151,10 +155,9 @@ def led_order(items: list[RoutingInput], seed: int, lead: float) -> tuple[list[R
     the built-in router bench) it is not spent on in turn. A failed forecast, which has no draw, passes."""
     if len({item.hash for item in items}) != len(items):
         raise ValueError("led_order needs distinct candidates: a hash appears twice")
-    drawn = thompson_order(items, seed)
     draws = {item.hash: thompson_draw(item, seed) for item in items}
-    in_turn = [*(it for it in items if _draw_passes(it, draws[it.hash])),
-               *(it for it in items if not _draw_passes(it, draws[it.hash]))]
+    drawn = _by_draw(items, draws)
+    in_turn = sorted(items, key=lambda it: not _draw_passes(it, draws[it.hash]))  # stable: passing ones first
     design_share = 1.0 - min(max(lead, 0.0), 1.0)
     out: list[RoutingInput] = []
     by_design: set[str] = set()
@@ -357,9 +360,9 @@ class SelectiveRouter:
                       f"; forecasts about it are not trusted before {MIN_FAMILY_EVIDENCE} " \
                       f"(P(beat incumbent {item.incumbent:.3g}x) = {p:.3f}): deferred to hardware"
             if in_turn < limit:
-                drawn = "the round's order" if item.hash in by_design else \
+                placed_by = "the round's order" if item.hash in by_design else \
                     f"Thompson draw {math.exp(min(thompson_draw(item, self.seed), 700.0)):.3g}x"
-                why += f" ({drawn}; the forecasts lead {lead:.0%} of the round's deferred children)"
+                why += f" ({placed_by}; the forecasts lead {lead:.0%} of the round's deferred children)"
                 out[item.hash] = Routed("measure", why, p)
                 in_turn += 1
             else:
