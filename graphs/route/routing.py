@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from kernelcast.agents.forecast.distributions import belief_gain, expected_gain, log_speedup_quantile, moments, p_beat
+from kernelcast.graphs.route.forecast_skill import ForecastSkill
 from kernelcast.graphs.route.risk_control import TrustThresholds
 
 Decision = Literal["measure", "accept", "prune", "drop"]
@@ -141,12 +142,16 @@ def forecast_lead(items: list[RoutingInput]) -> float:
     return lead if math.isfinite(lead) else 1.0
 
 
-def led_order(items: list[RoutingInput], seed: int, lead: float) -> tuple[list[RoutingInput], set[str]]:
+def led_order(items: list[RoutingInput], seed: int, lead: float, by_gain: bool = False
+              ) -> tuple[list[RoutingInput], set[str]]:
     """``items`` (in the round's order: this round's proposals in the generator's order, then children carried
-    over from earlier rounds) as the round measures them, and the hashes placed by that order: the Thompson order
-    and the round's order interleaved, a ``lead`` share of the places going to the next Thompson draw, the rest
+    over from earlier rounds) as the round measures them, and the hashes placed by that order: the forecasts' order
+    and the round's order interleaved, a ``lead`` share of the places going to the forecasts' next pick, the rest
     to the round's next item (each taken once). Rounding gives the first place to the round's order whenever the
-    lead is at most one half.
+    lead is at most one half. The forecasts pick by Thompson draw, or with ``by_gain`` (forecasts that have shown
+    in this run that they rank its children, :mod:`forecast_skill`) by expected gain over the incumbent: one
+    independent draw per child from sds that are mostly shared by every child (the task's level, not the child's
+    difference) shuffles a ranking the forecasts have shown they get right.
 
     The round's order first takes the items whose own draw beats the incumbent (Thompson sampling's rule for
     whether a candidate is worth trying), in turn, and the others after them: where the forecasts are flat, about
@@ -156,7 +161,7 @@ def led_order(items: list[RoutingInput], seed: int, lead: float) -> tuple[list[R
     if len({item.hash for item in items}) != len(items):
         raise ValueError("led_order needs distinct candidates: a hash appears twice")
     draws = {item.hash: thompson_draw(item, seed) for item in items}
-    drawn = _by_draw(items, draws)
+    drawn = sorted(items, key=measure_order) if by_gain else _by_draw(items, draws)
     in_turn = sorted(items, key=lambda it: not _draw_passes(it, draws[it.hash]))  # stable: passing ones first
     design_share = 1.0 - min(max(lead, 0.0), 1.0)
     out: list[RoutingInput] = []
@@ -199,8 +204,9 @@ class Router(Protocol):
     name: str
 
     def route(self, items: list[RoutingInput], can_measure: int, trust: TrustThresholds | None = None,
-              audits: int = 0) -> dict[str, Routed]:
-        """Decide for every item; at most ``can_measure`` get "measure"."""
+              audits: int = 0, skill: ForecastSkill | None = None) -> dict[str, Routed]:
+        """Decide for every item; at most ``can_measure`` get "measure". ``skill``: how well this run's forecasts
+        ranked the children it measured (None: unknown)."""
 
 
 def _take(ranked: list[RoutingInput], can_measure: int, out: dict[str, Routed], why: str, cap_reason: str) -> None:
@@ -218,7 +224,7 @@ class MeasureAllRouter:
     name: str = "measure-all"
 
     def route(self, items: list[RoutingInput], can_measure: int, trust: TrustThresholds | None = None,
-              audits: int = 0) -> dict[str, Routed]:
+              audits: int = 0, skill: ForecastSkill | None = None) -> dict[str, Routed]:
         out: dict[str, Routed] = {}
         _take(items, can_measure, out, "measure-all", "budget exhausted")
         return out
@@ -232,7 +238,7 @@ class TopKRouter:
     name: str = "topk"
 
     def route(self, items: list[RoutingInput], can_measure: int, trust: TrustThresholds | None = None,
-              audits: int = 0) -> dict[str, Routed]:
+              audits: int = 0, skill: ForecastSkill | None = None) -> dict[str, Routed]:
         ranked = sorted(items, key=lambda it: -it.expected_bin)
         out: dict[str, Routed] = {}
         limit = min(self.k, can_measure)
@@ -289,9 +295,11 @@ def audit_draw(key: str, seed: int) -> float:
 
 @dataclass
 class SelectiveRouter:
-    """Trust forecasts where calibration certifies it, defer the rest to the hardware (by Thompson draw for the
-    share of the round its forecasts lead, ``forecast_lead``, in the generator's order for the rest; after one
-    representative of each family not measured yet, within COVERAGE_SHARE of the budget).
+    """Trust forecasts where calibration certifies it, defer the rest to the hardware (the forecasts pick the
+    share of the round they lead, the generator's order the rest: by expected gain for the share of rank skill
+    they have shown on this run's measured children, :mod:`forecast_skill`, where that exceeds what they claim,
+    else by Thompson draw for the share they claim, ``forecast_lead``; after one representative of each family not
+    measured yet, within COVERAGE_SHARE of the budget).
 
     A child is pruned when p = P(S_child > S_incumbent) <= ``trust.prune_below`` and accepted as an
     unverified node (expandable, never reported until measured) when p >= ``trust.accept_above``; without
@@ -311,7 +319,7 @@ class SelectiveRouter:
     name: str = "selective"
 
     def route(self, items: list[RoutingInput], can_measure: int, trust: TrustThresholds | None = None,
-              audits: int = 0) -> dict[str, Routed]:
+              audits: int = 0, skill: ForecastSkill | None = None) -> dict[str, Routed]:
         trust = trust or TrustThresholds()
         out: dict[str, Routed] = {}
         deferred: list[RoutingInput] = []
@@ -341,8 +349,14 @@ class SelectiveRouter:
                 deferred.append(item)  # not trusted yet: routed as an uncertain child
                 untried.add(item.hash)
         audit_room -= trial
-        lead = forecast_lead(deferred)
-        ordered, by_design = led_order(deferred, self.seed, lead)
+        claimed = forecast_lead(deferred)
+        shown = skill.shown if skill is not None else 0.0
+        by_gain = shown > claimed  # the forecasts lead by the ranking skill they showed, not the share they claim
+        lead = max(claimed, shown)
+        ordered, by_design = led_order(deferred, self.seed, lead, by_gain=by_gain)
+        lead_why = f"the forecasts lead {lead:.0%} of the round's deferred children: " + \
+            ("the rank skill they showed" if by_gain else "the share of their variance they claim") + \
+            (f"; {skill.text()}" if skill is not None else "")
         deferred = coverage_first(ordered, coverage_room(self.budget, can_measure - trial))
         limit = min(self.measure_per_round, can_measure - trial)
         in_turn = 0  # deferred children and audits of trusted decisions
@@ -361,8 +375,9 @@ class SelectiveRouter:
                       f"(P(beat incumbent {item.incumbent:.3g}x) = {p:.3f}): deferred to hardware"
             if in_turn < limit:
                 placed_by = "the round's order" if item.hash in by_design else \
+                    f"expected gain {item.gain:.3g}" if by_gain else \
                     f"Thompson draw {math.exp(min(thompson_draw(item, self.seed), 700.0)):.3g}x"
-                why += f" ({placed_by}; the forecasts lead {lead:.0%} of the round's deferred children)"
+                why += f" ({placed_by}; {lead_why})"
                 out[item.hash] = Routed("measure", why, p)
                 in_turn += 1
             else:
