@@ -19,6 +19,9 @@ from dataclasses import dataclass
 
 from scipy.stats import spearmanr
 
+from kernelcast.graphs.route.forecast_spread import predicted_log_speedup
+from kernelcast.tools.store.store import Store
+
 MIN_SKILL_PAIRS = 5  # the Fisher bound below needs n - 3 >= 2; fewer pairs show nothing
 RHO_CAP = 0.95  # a rank correlation from a handful of pairs is read as at most this before its bound is taken
 SPEARMAN_VARIANCE = 1.06  # var(atanh(rho_s)) ~ 1.06 / (n - 3) (Fieller, Hartley and Pearson, 1957)
@@ -42,8 +45,10 @@ class ForecastSkill:
 
     def text(self) -> str:
         if self.rho is None:
-            return f"no ranking skill to read from {self.pairs} measured child{'ren' if self.pairs != 1 else ''}"
-        return f"they ranked this run's {self.pairs} measured children at Spearman {self.rho:.2f} (shown {self.shown:.2f})"
+            return (f"no rank skill of the forecasts to read from this run's {self.pairs} measured "
+                    f"child{'ren' if self.pairs != 1 else ''}")
+        return (f"the forecasts ranked this run's {self.pairs} measured children at Spearman {self.rho:.2f} "
+                f"(shown {self.shown:.2f})")
 
 
 def forecast_skill(pairs: Sequence[tuple[float, float]]) -> ForecastSkill:
@@ -55,4 +60,16 @@ def forecast_skill(pairs: Sequence[tuple[float, float]]) -> ForecastSkill:
     return ForecastSkill(len(kept), rho if math.isfinite(rho) else None)
 
 
-__all__ = ["MIN_SKILL_PAIRS", "ForecastSkill", "forecast_skill"]
+def run_skill(store: Store, run_id: str) -> ForecastSkill:
+    """The skill of a run's forecasts on the children it measured: each child's latest correct measurement in the
+    run against the run's last forecast of it, the one its routing read (a child is forecast again only while it
+    waits unmeasured, so that forecast was made before the measurement)."""
+    latest = store.latest_forecasts(run_id)
+    measured = {m.candidate_hash: m.speedup for m in store.measurements(run_id=run_id)
+                if m.ok and m.candidate_hash in latest}  # oldest first: the latest of each stays
+    return forecast_skill([(predicted_log_speedup(latest[key]), math.log(speedup))
+                           for key, speedup in measured.items()
+                           if speedup is not None and speedup > 0 and not latest[key].failed])
+
+
+__all__ = ["MIN_SKILL_PAIRS", "ForecastSkill", "forecast_skill", "run_skill"]

@@ -5,7 +5,6 @@ trial audits of a replayed threshold on probation (:meth:`MeasureStep.measure_ch
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
@@ -15,8 +14,7 @@ from kernelcast.agents.forecast.base import Provenance
 from kernelcast.agents.generate.families import transformation_family
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.context import RunContext
-from kernelcast.graphs.route.forecast_skill import ForecastSkill, forecast_skill
-from kernelcast.graphs.route.forecast_spread import predicted_log_speedup
+from kernelcast.graphs.route.forecast_skill import run_skill
 from kernelcast.graphs.route.risk_control import TrustThresholds
 from kernelcast.graphs.route.routing import Routed, RoutingInput, acts_on, unproven_family
 from kernelcast.graphs.route.trust import last_routes, stage_of, trust_for
@@ -83,7 +81,7 @@ class RouteStep:
                 continue
             informative = {it.hash: not it.failed for it in items}
             decisions = self.ctx.router.route(items, self.budget.allowance(nodes), trust=trust, audits=audits,
-                                              skill=self.skill_now(nodes))
+                                              skill=run_skill(self.ctx.store, self.ctx.run_id))
             trial = [key for key, routed in decisions.items() if routed.probation]
             if not trial:
                 break
@@ -151,15 +149,6 @@ class RouteStep:
             items.append(replace(routing_input(key, fc, incumbent, beliefs.get(key)), family=family,
                                  family_measured=measured[family]))
         return items
-
-    def skill_now(self, nodes: Mapping[str, NodeRecord]) -> ForecastSkill:
-        """How well this run's forecasts ranked the children it measured: each against the forecast it was routed
-        on (its latest in the run: a child is forecast again only while it waits unmeasured)."""
-        latest = self.ctx.store.latest_forecasts(self.ctx.run_id)
-        return forecast_skill([(predicted_log_speedup(latest[key]), math.log(node["speedup"]))
-                               for key, node in nodes.items()
-                               if node["parent"] is not None and node["speedup"] is not None and node["speedup"] > 0
-                               and key in latest and not latest[key].failed])
 
     def family_of(self, key: str) -> str:
         """A node's transformation family (agents.generate.families), read once per candidate from the store."""

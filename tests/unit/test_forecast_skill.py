@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 from kernelcast.agents.forecast.distributions import lognormal_bins
-from kernelcast.graphs.route.forecast_skill import MIN_SKILL_PAIRS, ForecastSkill, forecast_skill
+from kernelcast.graphs.route.forecast_skill import MIN_SKILL_PAIRS, ForecastSkill, forecast_skill, run_skill
 from kernelcast.graphs.route.routing import RoutingInput, SelectiveRouter, forecast_lead
+from kernelcast.graphs.route.trust import trust_summary
+from kernelcast.tools.core.measurement import Measurement, Status
+from kernelcast.tools.store.store import Store
 
 
 def _item(key: str, mean: float, sd: float) -> RoutingInput:
@@ -87,3 +92,34 @@ def test_skill_below_what_the_forecasts_claim_changes_nothing() -> None:
     assert decisions(items, weak) == decisions(items, None)
     flat = _round()
     assert decisions(flat, ForecastSkill(3, None)) == decisions(flat, None)
+
+
+def test_a_runs_skill_pairs_each_measured_child_with_the_forecast_it_was_routed_on(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    run, other = store.create_run("t", "dev", {}, budget=8), store.create_run("t", "dev", {}, budget=8)
+
+    def forecast(key: str, mean: float, failed: bool = False, run_id: str = run) -> None:
+        store.add_forecast("t", key, "dev", "prior", "", [float(p) for p in lognormal_bins(mean, 0.5)], 1, 0.5,
+                           failed, run_id=run_id)
+
+    def measure(key: str, speedup: float | None, run_id: str = run) -> None:
+        status = Status.correct if speedup is not None else Status.incorrect
+        store.add_measurement(Measurement(task="t", candidate_hash=key, device="dev", sizes="full", status=status,
+                                          speedup=speedup), run_id=run_id)
+
+    for i in range(6):  # measured in the forecasts' order, one confirmed lower but still in order
+        forecast(f"c{i}", 0.2 * i)
+        measure(f"c{i}", 1.0 + i)
+    measure("c5", 5.5)  # its confirmation: the latest measurement counts
+    forecast("wrong", -1.0)
+    measure("wrong", None)  # incorrect: no speedup to rank
+    forecast("failed", 3.0, failed=True)
+    measure("failed", 0.1)  # a failed forecast ranks nothing
+    forecast("elsewhere", 3.0, run_id=other)
+    measure("elsewhere", 0.1, run_id=other)  # another run's pair
+    forecast("waiting", 5.0)  # forecast, not measured
+    skill = run_skill(store, run)
+    assert skill.pairs == 6 and skill.rho == pytest.approx(1.0)
+    measure("c0", 9.0)  # now ranked backwards at the top: the same pairs, one of them moved
+    assert run_skill(store, run).rho == pytest.approx(1.0 - 6 * (25 + 5) / (6 * 35))  # rank gaps 5, 1, 1, 1, 1, 1
+    assert "Spearman" in trust_summary(store, run).line()
