@@ -15,8 +15,10 @@ reference's 1.0 when nothing beat it: ``Arm.delivered``), the measurements selec
 best (within ``--tolerance``; its curve, as router_bench's, starts at the reference's 1.0), and the transformation
 families each arm measured, the selective run's forecast spread (``graphs/route/forecast_spread``: the median over its
 routed rounds of the standard deviation of predicted ln S; below 0.05 the forecasts told the children apart by
-nothing) and its roofline verdict (``graphs/search/roofline``: the reference's
-and the best's share of the device's probed roof that the work's arithmetic intensity meets first).
+nothing), the rank skill of its forecasts (``graphs/route/forecast_skill.run_skill``: Spearman of each measured
+child's forecast, made before its measurement, against the measurement; "-" below 5 pairs) and its roofline verdict
+(``graphs/search/roofline``: the reference's and the best's share of the device's probed roof that the work's
+arithmetic intensity meets first).
 Then, per budget: the share of (kernel, seed) pairs where selective wins or ties measure-all (its best at
 least measure-all's, or their confirmation intervals overlap, both as delivered), the geometric mean of selective /
 measure-all (delivered, and on the best candidates themselves) and
@@ -47,6 +49,7 @@ from router_bench import first_reaching, spend_curve  # noqa: E402
 
 from kernelcast.graphs.config import RunConfig  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
+from kernelcast.graphs.route.forecast_skill import run_skill  # noqa: E402
 from kernelcast.graphs.route.forecast_spread import forecast_spread  # noqa: E402
 from kernelcast.graphs.run import start_run  # noqa: E402
 from kernelcast.tools.core.candidate import Candidate  # noqa: E402
@@ -92,6 +95,8 @@ class Arm:
     run: str = ""
     roofline: str = ""  # the run's roofline verdict in one line (empty: none)
     spread: float | None = None  # median spread of predicted ln S within the run's routed rounds (None: no round)
+    skill: float | None = None  # Spearman of the run's forecasts against its measured children (None: too few)
+    skill_pairs: int = 0  # measured children it was read from
 
     @property
     def delivered(self) -> float:
@@ -154,8 +159,10 @@ def run_router(task: Task, router: str, budget: int, seed: int, sizes: str, out:
     interval = tuple(result.best_interval) if result.best_interval else None
     roofline = result.roofline.text if result.roofline else ""
     spread = forecast_spread(store, result.run_id).median
+    skill = run_skill(store, result.run_id)
     return Arm(result.best_speedup or 1.0, result.spent, spend_curve(store, result.run_id), families,
-               interval, result.confirmed, result.run_id, roofline, spread), store  # type: ignore[arg-type]
+               interval, result.confirmed, result.run_id, roofline, spread, skill.rho,  # type: ignore[arg-type]
+               skill.pairs), store
 
 
 def random_order(task: Task, pool: list[Candidate], budget: int, seed: int, sizes: str,
@@ -180,13 +187,14 @@ def line(row: Row, tolerance: float) -> str:
         ci = f" [{arm.interval[0]:.2f}-{arm.interval[1]:.2f}]" if arm.interval else ""
         return f"{arm.best:.2f}x{ci}{'' if arm.confirmed or arm is row.arms.get(RANDOM) else ' (unconfirmed)'}"
 
-    sel_spread = row.arms["selective"].spread
-    spread = "-" if sel_spread is None else f"{sel_spread:.2f}"
+    sel = row.arms["selective"]
+    spread = "-" if sel.spread is None else f"{sel.spread:.2f}"
+    skill = ("-" if sel.skill is None else f"{sel.skill:.2f}") + f" ({sel.skill_pairs})"
     fams = "; ".join(f"{a}: " + ", ".join(f"{k} {v}" for k, v in sorted(row.arms[a].families.items()))
                      for a in ("selective", "measure-all", RANDOM) if a in row.arms)
     return (f"| {row.task} | {row.budget} | {row.seed} | " + " | ".join(shown(row.arms.get(a)) for a in ARMS)
-            + f" | {row.ratio:.2f} | {row.to_target(tolerance) or '-'} | {spread} "
-            f"| {row.arms['selective'].roofline or '-'} | {fams} |")
+            + f" | {row.ratio:.2f} | {row.to_target(tolerance) or '-'} | {spread} | {skill} "
+            f"| {sel.roofline or '-'} | {fams} |")
 
 
 def summary(rows: list[Row], budgets: list[int], tolerance: float) -> list[str]:
@@ -236,7 +244,8 @@ def main() -> int:
     started = time.perf_counter()
     head = ("| kernel | budget | seed | " + " | ".join(f"{a} best" for a in ARMS)
             + " | selective / measure-all (delivered) | selective's measurements to measure-all's best "
-            "| forecast spread (selective, median ln S sd per round) | roofline (selective run) | families measured |")
+            "| forecast spread (selective, median ln S sd per round) | rank skill (selective: Spearman of its "
+            "forecasts against the children it measured, pairs) | roofline (selective run) | families measured |")
     with MeasurementWorker() as worker:
         device = worker.hardware_spec().key
         print(f"device {device}; sizes {args.sizes}; held-out kernels {', '.join(names)}", flush=True)
