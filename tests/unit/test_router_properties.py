@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernelcast.agents.forecast.distributions import prob_above
+from kernelcast.graphs.route.forecast_skill import ForecastSkill
 from kernelcast.graphs.route.risk_control import TrustThresholds
 from kernelcast.graphs.route.routing import (
     MeasureAllRouter,
@@ -18,6 +19,7 @@ from kernelcast.graphs.route.routing import (
     coverage_room,
     forecast_lead,
     led_order,
+    measure_order,
     thompson_draw,
 )
 
@@ -170,3 +172,30 @@ def test_budget_ledger_over_many_rounds_never_overspends(rounds, budget, router)
             final[key] = routed.decision
     assert spent <= budget
     assert len(final) == sum(len(items) for items in rounds)
+
+
+@settings(max_examples=200, deadline=None)
+@given(items=routing_inputs().filter(lambda its: len(its) >= 2), can_measure=st.integers(0, 30), k=st.integers(1, 8),
+       pairs=st.integers(0, 40), rho=st.one_of(st.none(), st.floats(-1.0, 1.0), st.floats(0.6, 1.0)),
+       shared_sd=st.floats(0.5, 6.0))
+def test_a_shown_skill_leads_by_expected_gain_within_its_share(items, can_measure, k, pairs, rho, shared_sd) -> None:
+    """With the rank skill a run's forecasts showed: one decision each, the caps kept; where the shown skill
+    exceeds the share the forecasts claim, the forecasts' places go to the highest expected gains (none left
+    unmeasured gains more) and take the shown share of the places, the round's order the rest. The beliefs get
+    one wide sd (``shared_sd``), as a task's level uncertain for every child alike, so that they claim little."""
+    items = [replace(it, log_mean=it.expected_log_speedup if it.log_mean is None else it.log_mean, log_sd=shared_sd)
+             for it in items]
+    skill = ForecastSkill(pairs, rho)
+    out = SelectiveRouter(measure_per_round=k, seed=2).route(items, can_measure, skill=skill)
+    assert set(out) == {it.hash for it in items}
+    measured = [it for it in items if out[it.hash].decision == "measure"]
+    assert len(measured) <= min(k, can_measure)
+    led = [it for it in measured if "expected gain" in out[it.hash].reason]
+    claimed = forecast_lead(items)
+    if skill.shown <= claimed:
+        assert not led  # the claim leads, by Thompson draw, as without a skill
+        return
+    assert not any("Thompson draw" in out[it.hash].reason for it in measured)
+    assert abs(len(led) - skill.shown * len(measured)) <= 0.5 + 1e-9
+    left = [it for it in items if it not in measured]
+    assert all(measure_order(it) <= measure_order(other) for it in led for other in left)
