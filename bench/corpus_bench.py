@@ -15,7 +15,7 @@ reference's 1.0 when nothing beat it: ``Arm.delivered``), the measurements selec
 best (within ``--tolerance``; its curve, as router_bench's, starts at the reference's 1.0), and the transformation
 families each arm measured, the selective run's forecast spread (``graphs/route/forecast_spread``: the median over its
 routed rounds of the standard deviation of predicted ln S; below 0.05 the forecasts told the children apart by
-nothing), the rank skill of its forecasts (``graphs/route/forecast_skill.run_skill``: Spearman of each measured
+nothing), the rank skill of its forecasts (``graphs/search/result.run_skill``: Spearman of each measured
 child's forecast, made before its measurement, against the measurement; "-" below 5 pairs) and its roofline verdict
 (``graphs/search/roofline``: the reference's and the best's share of the device's probed roof that the work's
 arithmetic intensity meets first).
@@ -49,7 +49,7 @@ from router_bench import first_reaching, spend_curve  # noqa: E402
 
 from kernelcast.graphs.config import RunConfig  # noqa: E402
 from kernelcast.graphs.context import RunEnv  # noqa: E402
-from kernelcast.graphs.route.forecast_skill import run_skill  # noqa: E402
+from kernelcast.graphs.route.forecast_skill import ForecastSkill  # noqa: E402
 from kernelcast.graphs.route.forecast_spread import forecast_spread  # noqa: E402
 from kernelcast.graphs.run import start_run  # noqa: E402
 from kernelcast.tools.core.candidate import Candidate  # noqa: E402
@@ -159,7 +159,7 @@ def run_router(task: Task, router: str, budget: int, seed: int, sizes: str, out:
     interval = tuple(result.best_interval) if result.best_interval else None
     roofline = result.roofline.text if result.roofline else ""
     spread = forecast_spread(store, result.run_id).median
-    skill = run_skill(store, result.run_id)
+    skill = result.forecast_skill or ForecastSkill(0, None)
     return Arm(result.best_speedup or 1.0, result.spent, spend_curve(store, result.run_id), families,
                interval, result.confirmed, result.run_id, roofline, spread, skill.rho,  # type: ignore[arg-type]
                skill.pairs), store

@@ -51,9 +51,10 @@ def _selective(k: int, seed: int, budget: int) -> Router:
 
 ROUTERS: dict[str, RouterSpec] = {spec.name: spec for spec in (
     RouterSpec("selective", "trust forecasts where calibration certifies it at --risk, measure the uncertain "
-               "ones (one per family first, within half the budget; then the forecasts lead by expected gain for the "
-               "rank skill they showed on the run's measured children, else by Thompson draw for the share of "
-               "variance they claim; the generator's order for the rest), audit a share of the trusted decisions",
+               "ones (one per family first, within half the budget; then the forecasts lead by Thompson draw for the "
+               "share of variance they claim, or by expected gain for the rank skill they showed on the run's "
+               "measured children where that is larger; the generator's order for the rest), audit a share of the "
+               "trusted decisions",
                children_per_measurement=8, opening_per_measurement=32, reserve_share=0.25, certifies_trust=True,
                build=_selective),
     RouterSpec("topk", "measure the top k children by expected bin, prune the rest (the paper's surrogate "

@@ -355,8 +355,8 @@ class SelectiveRouter:
         lead = max(claimed, shown)
         ordered, by_design = led_order(deferred, self.seed, lead, by_gain=by_gain)
         lead_why = f"the forecasts lead {lead:.0%} of the round's deferred children: " + \
-            ("the rank skill they showed" if by_gain else "the share of their variance they claim") + \
-            (f"; {skill.text()}" if skill is not None else "")
+            (f"the rank skill they showed (they claim {claimed:.0%})" if by_gain else
+             "the share of their variance they claim") + (f"; {skill.text()}" if skill is not None else "")
         deferred = coverage_first(ordered, coverage_room(self.budget, can_measure - trial))
         limit = min(self.measure_per_round, can_measure - trial)
         in_turn = 0  # deferred children and audits of trusted decisions

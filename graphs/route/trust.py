@@ -21,7 +21,6 @@ from pydantic import BaseModel, ValidationError
 from kernelcast.agents.registry import forecaster_spec
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.events import Route, Spend
-from kernelcast.graphs.route.forecast_skill import ForecastSkill, run_skill
 from kernelcast.graphs.route.forecast_spread import ForecastSpread, forecast_spread
 from kernelcast.graphs.route.replay_calibration import shipped_by_stage, stage_bucket
 from kernelcast.graphs.route.risk_control import (
@@ -251,7 +250,6 @@ class TrustSummary(BaseModel):
     forecasts: int = 0  # candidates forecast (a child carried over is forecast again each round: counted once)
     given_forecasts: int = 0  # of those, how many had a latest forecast that did not fail (not: informative)
     spread: ForecastSpread = ForecastSpread()  # how far each round's forecasts differed: informativeness, measured
-    skill: ForecastSkill = ForecastSkill(0, None)  # how well the forecasts ranked the children measured
     decisions: int = 0
     trusted_prunes: int = 0
     trusted_accepts: int = 0
@@ -284,10 +282,9 @@ class TrustSummary(BaseModel):
         return text + (f"; {self.trusted_carried} on children carried over" if self.trusted_carried else "")
 
     def line(self) -> str:
-        """One line for summaries: forecasts given, their spread within rounds and their rank skill on the children
-        measured, trusted decisions, measured false-prune rate vs bound."""
+        """One line for summaries: forecasts given and their spread within rounds, trusted decisions, measured
+        false-prune rate vs bound."""
         text = (f"{self.given_forecasts}/{self.forecasts} forecasts given (not failed); {self.spread.text()}; "
-                f"{self.skill.text()}; "
                 f"{self.trusted}/{self.decisions} decisions trusted ({self.trusted_prunes} pruned, "
                 f"{self.trusted_accepts} accepted{self._source_note()}), {self.audits} audited")
         if self.probation_audits:
@@ -324,7 +321,7 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
     latest = store.latest_forecasts(run_id)
     given = {key for key, r in latest.items() if not r.failed}
     out = TrustSummary(forecasts=len(latest), given_forecasts=len(given), spread=forecast_spread(store, run_id),
-                       skill=run_skill(store, run_id), risk=risk)
+                       risk=risk)
     audits: dict[str, list[bool]] = {"prune": [], "accept": []}
     carried_audits: list[bool] = []
     for record, m, _ in _decisions(store, run_id):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -11,7 +12,8 @@ from pydantic import BaseModel, Field
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.events import Spend
-from kernelcast.graphs.route.forecast_spread import ForecastSpread
+from kernelcast.graphs.route.forecast_skill import ForecastSkill, forecast_skill
+from kernelcast.graphs.route.forecast_spread import ForecastSpread, predicted_log_speedup
 from kernelcast.graphs.route.trust import trust_summary
 from kernelcast.graphs.search.roofline import RooflineVerdict, run_task, verdict_of
 from kernelcast.graphs.search.tree import NodeRecord, SearchState, outcome_counts
@@ -160,6 +162,8 @@ class RunResult(BaseModel):
     forecast_spread: ForecastSpread | None = Field(None, description="spread of predicted ln S within each routed "
                                                    "round: how far the forecasts told candidates apart (None: a run "
                                                    "stored before this field)")
+    forecast_skill: ForecastSkill | None = Field(None, description="how well the run's forecasts ranked the children "
+                                                 "it measured (None: a run stored before this field)")
     roofline: RooflineVerdict | None = Field(None, description="the reference's and the best's GFLOP/s and GB/s "
                                              "against the device's probed peaks (None: never timed, or a run stored "
                                              "before this field)")
@@ -174,6 +178,17 @@ class RunResult(BaseModel):
     def of_run(cls, run: RunRecord) -> RunResult | None:
         """A stored run's result, once it has finished (None before): the one reader of ``RunRecord.summary``."""
         return cls.model_validate(run.summary) if run.summary else None
+
+
+def run_skill(store: Store, run_id: str) -> ForecastSkill:
+    """The rank skill of a run's forecasts on the children it measured: each child's shown speedup (its
+    confirmation where it has one; none where that failed) against the run's last forecast of it, the one its
+    routing read (a child is forecast again only while it waits unmeasured, so that forecast preceded the
+    measurement)."""
+    shown = shown_speedups(store.measurements(run_id=run_id))
+    return forecast_skill([(predicted_log_speedup(record), math.log(shown[key].speedup))
+                           for key, record in store.latest_forecasts(run_id).items()
+                           if key in shown and not record.failed and shown[key].speedup > 0])
 
 
 def path_to(nodes: dict[str, NodeRecord], key: str) -> list[str]:
@@ -198,7 +213,9 @@ def build_result(state: SearchState, ctx: RunContext, status: str) -> RunResult:
                        stop_reason=state.get("stop_reason", ""), considered_all=len(nodes) - 1, counts=counts,
                        folder=str(folder))
     trust = trust_summary(store, run_id, ctx.config.risk)
-    result.considered, result.trust, result.forecast_spread = trust.considered, trust.line(), trust.spread
+    skill = run_skill(store, run_id)
+    result.considered, result.forecast_spread, result.forecast_skill = trust.considered, trust.spread, skill
+    result.trust = f"{trust.line()}; {skill.text()}"
     result.replayed_from = ctx.config.replay
     if best is not None:
         key = best.candidate_hash

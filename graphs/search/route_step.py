@@ -14,13 +14,13 @@ from kernelcast.agents.forecast.base import Provenance
 from kernelcast.agents.generate.families import transformation_family
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.context import RunContext
-from kernelcast.graphs.route.forecast_skill import run_skill
 from kernelcast.graphs.route.risk_control import TrustThresholds
 from kernelcast.graphs.route.routing import Routed, RoutingInput, acts_on, unproven_family
 from kernelcast.graphs.route.trust import last_routes, stage_of, trust_for
 from kernelcast.graphs.search.budget import Budget
 from kernelcast.graphs.search.confirm import Confirmer
 from kernelcast.graphs.search.measure_step import MeasureStep
+from kernelcast.graphs.search.result import run_skill
 from kernelcast.graphs.search.tree import DECISION_OUTCOME, ForecastSummary, NodeRecord, SearchState, TreeEdit, incumbent_of
 
 Trusted = tuple[TrustThresholds, int, int, list[RoutingInput], str | None, int]

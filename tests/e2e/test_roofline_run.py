@@ -2,7 +2,8 @@
 saxpy at small sizes, budget 3, on the default OpenCL device, in a private store, driven through the CLI as a
 user would. The verdict is in the stored result, the end-of-run table, ``kernelcast show`` (also for a run
 stored before verdicts were kept) and the report; the spread is computed from the run's routed rounds, and a
-round whose forecasts are all the same has spread 0."""
+round whose forecasts are all the same has spread 0. The result also keeps the rank skill of the run's forecasts
+on the children it measured."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from kernelcast import api
 from kernelcast.agents.forecast.device_probe import stored_bandwidth
 from kernelcast.graphs.route.forecast_spread import forecast_spread, round_forecasts
-from kernelcast.graphs.search.result import RunResult
+from kernelcast.graphs.search.result import RunResult, run_skill
 from kernelcast.report import write_report
 from kernelcast.tools.store.store import Store
 
@@ -121,6 +122,9 @@ def test_the_spread_is_measured_from_the_rounds_and_a_flat_round_has_none(run: R
         assert result.forecast_spread.rounds == pytest.approx(forecast_spread(store, run.run_id).rounds)
         assert len(result.forecast_spread.rounds) == sum(1 for r in rounds if sum(not f.failed for f in r.values()) > 1)
         assert "forecasts given (not failed)" in result.trust and result.forecast_spread.text() in result.trust
+        # the rank skill of the run's forecasts, kept in the result and its trust line, read from the store
+        assert result.forecast_skill == run_skill(store, run.run_id)
+        assert 1 <= result.forecast_skill.pairs <= 3 and result.forecast_skill.text() in result.trust
         # every forecast of the run made the same: each round's spread is 0, and the summary says uninformative
         flat = [0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]
         with store.db.conn:
