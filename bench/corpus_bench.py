@@ -16,7 +16,8 @@ best (within ``--tolerance``; its curve, as router_bench's, starts at the refere
 families each arm measured, the selective run's forecast spread (``graphs/route/forecast_spread``: the median over its
 routed rounds of the standard deviation of predicted ln S; below 0.05 the forecasts told the children apart by
 nothing), the rank skill of its forecasts (``graphs/search/result.run_skill``: Spearman of each measured
-child's forecast, made before its measurement, against the measurement; "-" below 5 pairs) and its roofline verdict
+child's forecast, made before its measurement, against its shown speedup, with the pairs read; "-" where nothing
+varies to rank; the router counts it from 5 pairs) and its roofline verdict
 (``graphs/search/roofline``: the reference's and the best's share of the device's probed roof that the work's
 arithmetic intensity meets first).
 Then, per budget: the share of (kernel, seed) pairs where selective wins or ties measure-all (its best at
@@ -95,7 +96,7 @@ class Arm:
     run: str = ""
     roofline: str = ""  # the run's roofline verdict in one line (empty: none)
     spread: float | None = None  # median spread of predicted ln S within the run's routed rounds (None: no round)
-    skill: float | None = None  # Spearman of the run's forecasts against its measured children (None: too few)
+    skill: float | None = None  # Spearman of the run's forecasts against its measured children (None: nothing to rank)
     skill_pairs: int = 0  # measured children it was read from
 
     @property
