@@ -75,13 +75,16 @@ def test_a_run_whose_router_prunes_everything_still_spends_its_budget(tmp_path: 
     before spare-budget measuring such a run stopped at its round limit with half its budget unspent. One
     measurement per round: eight rounds of 8 children after the opening, so a round whose every child is
     trusted does not hang on one trajectory's timings (with 2 per round, 4 rounds of 16, one fresh-clone run
-    on a loaded machine had none). Budget 24: trusted rounds first confirm their incumbent, and each stage
-    bucket needs rows of its own before it trusts, so at budget 10 some runs had no round left that trusted
-    every child, and at 18 one run of the full suite had none (2026-12-04, AMD EPYC: the first such round came
-    after 10 of 18 measurements when run alone). On the device's own rows only: the seed's replayed thresholds
-    would first wait for their trial, which spends audits this test does not count."""
+    on a loaded machine had none). Budget 32: trusted rounds first confirm their incumbent, and each stage
+    bucket (0 | 1-3 | 4-7 | 8-15 | 16+ measurements) needs rows of its own before it trusts, so at budget 10 some
+    runs had no round left that trusted every child, at 18 one run of the full suite had none (2026-12-04, AMD
+    EPYC), and at 24 one CI run and 1 of 4 runs alone had none (2026-12-06, Intel Xeon: the 8-15 bucket first
+    trusted after 11-13 measurements and then not every child). At 32 the 16+ bucket trusts whole rounds from
+    about its 17th measurement: 6 of 6 runs alone had spare measurements, 2-14 each.
+    On the device's own rows only: the seed's replayed thresholds would first wait for their trial, which spends
+    audits this test does not count."""
     store = Store(tmp_path / "k.db")
-    config = RunConfig(task="softmax", budget=24, router="selective", sizes="small", risk=0.99, measure_per_round=1,
+    config = RunConfig(task="softmax", budget=32, router="selective", sizes="small", risk=0.99, measure_per_round=1,
                        trust_seed_replay=False)
     result = start_run(config, store, RunEnv(tmp_path, measure_timeout_s=60))
     assert result.spent == config.budget, result.stop_reason
