@@ -2,17 +2,19 @@
 
 A kernel without a hand-written template still gets a search space: one parameter per transformation
 whose preconditions hold on its entry kernel (scalar replacement, restrict/const, coarsening factors in
-x and y and their mapping, local-memory tile size, unroll factor, work-group shape). A point is
-instantiated by applying the chosen transformations in a fixed order to the base kernel; the first value
-of every parameter is the identity, so the all-identity point is the base itself and is never proposed.
+x and y and their mapping, local-memory tile size, work-items per row of a row reduction, unroll factor,
+work-group shape). A point is instantiated by applying the chosen transformations in a fixed order to the base
+kernel; the first value of every parameter is the identity, so the all-identity point is the base itself and is
+never proposed.
 The offline generator explores it with the same machinery as a template (space-filling first round, then
 neighbours).
 
-Local tiling and coarsening do not compose (the point instantiates to None): coarsening refuses a kernel
-that observes its work-group, and the coarsened copies' guards are not the uniform ``gid < bound`` tests
-tiling needs. With local tiling the tile fixes the work-group shape: the point's ``work_group`` value is
-ignored (the candidate's params say ``keep``), so tiled points are not confined to the one ``keep`` value
-of a 70-value parameter and a space-filling design reaches them.
+Local tiling, row reduction and coarsening do not compose with one another (the point instantiates to None):
+coarsening refuses a kernel that observes its work-group, the coarsened copies' guards are not the uniform
+``gid < bound`` tests tiling needs, and row reduction needs a 1-D kernel whose loops a work-item runs alone.
+With local tiling the tile fixes the work-group shape, and with row reduction the lanes of a row do: the
+point's ``work_group`` value is ignored (the candidate's params say ``keep``), so such points are not confined
+to the one ``keep`` value of a 70-value parameter and a space-filling design reaches them.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from kernelcast.agents.generate.transforms.coarsen import FACTORS as COARSEN_FAC
 from kernelcast.agents.generate.transforms.coarsen import MAPPINGS, coarsen
 from kernelcast.agents.generate.transforms.local_tiling import TILES, local_tile
 from kernelcast.agents.generate.transforms.restrict import restrict_const
+from kernelcast.agents.generate.transforms.row_reduce import THREADS as ROW_THREADS
+from kernelcast.agents.generate.transforms.row_reduce import row_reduce
 from kernelcast.agents.generate.transforms.scalar_replace import scalar_replace
 from kernelcast.agents.generate.transforms.unroll import FACTORS as UNROLL_FACTORS
 from kernelcast.agents.generate.transforms.unroll import innermost_counted_loops, unroll
@@ -128,6 +132,7 @@ class DerivedSpace:
         if tiles:
             self.params["local_tile"] = [0, *tiles]
             self.unavailable.pop("local_tile", None)
+        self._probe_row_reduce()
         if innermost_counted_loops(ps, kernel) and not ps.uses_macros(kernel):
             self.params["unroll"] = list(UNROLL_FACTORS)
         else:
@@ -136,6 +141,25 @@ class DerivedSpace:
             self.unavailable["work_group"] = "the kernel observes its work-group"
         else:
             self.params["work_group"] = [KEEP, *work_group_shapes(dims, self.max_wg)]
+
+    def _probe_row_reduce(self) -> None:
+        """Row reduction applies to the base, or after scalar replacement (a row accumulated in ``y[i]``)."""
+        threads = [t for t in ROW_THREADS if t <= self.max_wg]
+        if not threads:
+            self.unavailable["row_threads"] = f"the device's work-groups hold fewer than {ROW_THREADS[0]} work-items"
+            return
+        try:
+            row_reduce(self.task, self.base, threads[0])
+        except NotApplicable as exc:
+            if "scalar_replace" not in self.params:
+                self.unavailable["row_threads"] = str(exc)
+                return
+            try:
+                row_reduce(self.task, scalar_replace(self.task, self.base).candidate, threads[0])
+            except NotApplicable as after:
+                self.unavailable["row_threads"] = str(after)
+                return
+        self.params["row_threads"] = [1, *threads]
 
     # ---- points --------------------------------------------------------------------------------------
     def identity(self) -> Point:
@@ -159,7 +183,8 @@ class DerivedSpace:
         mapping, tile = point.get("mapping", MAPPINGS[0]), point.get("local_tile", 0)
         if fx * fy == 1 and mapping != MAPPINGS[0]:
             return None  # the mapping without coarsening is the same kernel as another point
-        if tile and fx * fy > 1:
+        rows = point.get("row_threads", 1)
+        if (tile and fx * fy > 1) or (rows > 1 and (tile or fx * fy > 1)):
             return None  # a refused composition (module docstring)
         steps: list[Step] = [(name, 1) for name in ("scalar_replace", "restrict") if point.get(name)]
         if fx * fy > 1:
@@ -167,6 +192,9 @@ class DerivedSpace:
         if tile:
             steps.append(("local_tile", tile))
             point = {**point, "work_group": KEEP}  # the tile fixes the work-group shape
+        if rows > 1:
+            steps.append(("row_reduce", rows))
+            point = {**point, "work_group": KEEP}  # so do the lanes of a row
         if point.get("unroll", 1) > 1:
             steps.append(("unroll", point["unroll"]))
         built = self._transformed(tuple(steps))
@@ -209,6 +237,8 @@ class DerivedSpace:
                 result = coarsen(task, c, fx, fy, mapping)
             elif name == "local_tile":
                 result = local_tile(task, c, value)
+            elif name == "row_reduce":
+                result = row_reduce(task, c, value)
             else:
                 result = unroll(task, c, value)
         except NotApplicable:

@@ -24,8 +24,8 @@ _KEEP = "keep"
 
 def transformation_family(candidate: Candidate) -> str:
     """The family a candidate's change belongs to (see the module docstring): for a derived point, its most
-    structural transformation (coarsening, with its mapping, before local tiling, scalar replacement, unroll,
-    restrict and the work-group shape)."""
+    structural transformation (coarsening, with its mapping, before row reduction, local tiling, scalar
+    replacement, unroll, restrict and the work-group shape)."""
     params = candidate.params
     if not params:
         return WRITTEN
@@ -33,6 +33,8 @@ def transformation_family(candidate: Candidate) -> str:
         return TEMPLATE
     if _int(params.get("coarsen_x", 1)) > 1 or _int(params.get("coarsen_y", 1)) > 1:
         return f"coarsen ({params.get('mapping', 'cyclic')})"
+    if _int(params.get("row_threads", 1)) > 1:
+        return "row reduction"
     if _int(params.get("local_tile", 0)) > 0:
         return "local tile"
     if _int(params.get("scalar_replace", 0)):
