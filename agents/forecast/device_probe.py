@@ -11,8 +11,8 @@ scattering forms) give what a launch costs beyond its traffic: the time of one
 work-group, and of one store that lands far from its neighbouring work-item's.
 A third (``data/probes/simd_width``: chains of multiply-adds as the runtime's own
 vectors across work-items and as explicit float4 and float8) gives how many
-float lanes a compute unit's arithmetic fills, which the instruction set does
-not say: an AMD EPYC (Zen 4) reports 16 (AVX-512) but runs float8 code as fast
+float lanes a compute unit's arithmetic fills (the narrowest width whose doubling
+gains less than √2), which the instruction set does not say: an AMD EPYC (Zen 4) reports 16 (AVX-512) but runs float8 code as fast
 as 16-wide vectors. The costs vary widely between CPU runtimes (a guessed 0.4 us
 per work-group against 55 ns measured on an AMD EPYC with Intel's runtime, where
 PoCL read about 0),
@@ -23,6 +23,7 @@ the prior does not use them there). The results are stored per device key
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -41,7 +42,13 @@ SCATTER_PROBE = "scattered_store_s"  # seconds one scattered store costs a compu
 SIMD_PROBE = "simd_lanes"  # float lanes a compute unit's arithmetic fills (0: the probe could not tell)
 COSTS_TASK = DATA_DIR / "probes" / "launch_costs" / "task.toml"
 SIMD_TASK = DATA_DIR / "probes" / "simd_width" / "task.toml"
-SIMD_MATCH = 0.85  # an explicit vector this close to the runtime's own vectors' rate fills the same lanes
+# a doubling of the vector width that gains less than this (the geometric middle between no gain and twice) finds
+# the lanes already filled. Until 2026-12-06 the rule was "the narrowest explicit vector within 0.85 of the runtime's
+# own vectors' rate": on a 2-core Intel Xeon (AVX-512) float8 ran at 0.83-0.88 of the 16-wide vectors, so fresh
+# stores read 8 lanes or none (the instruction set's 16), and the modelled compute roof moved between 64 and 128
+# GFLOP/s from one run to the next. There the doublings gain 1.92-2.03 (float4 to float8) and 1.14-1.20 (float8 to
+# the runtime's own): both far from the middle.
+DOUBLING_GAIN = math.sqrt(2.0)
 VECTORIZED = 2.0  # the runtime's own vectors beat scalar code by this much, or it did not vectorize across
 PROBE_TASKS = {"opencl": ("saxpy", {"VEC": 4, "COARSEN": 1, "WG": 256}), "cuda": ("reduce_rows_cuda", None)}
 PROBE_CONFIG = MeasureConfig(sizes="full", seeds=[0], warmup=2, min_reps=5, max_reps=30, target_seconds=0.15,
@@ -140,21 +147,30 @@ def run_cost_probe(worker: Measures, bytes_per_s: float) -> CpuCosts | None:
 def run_simd_probe(worker: Measures) -> int:
     """How many float lanes the worker's CPU fills with vector arithmetic; 0 when the probe cannot tell.
 
-    The runtime's own vectors across a 16-item work-group set the rate to match; the narrowest explicit vector
-    (float4, float8) within :data:`SIMD_MATCH` of it fills as many lanes. A runtime that does not vectorize
-    across work-items (PoCL here ran that point no faster than scalar code) gives no reading, nor does one whose
-    float8 falls short (its lanes are wider: the instruction set's width stands)."""
+    Three rates against the same scalar code: the runtime's own vectors across a 16-item work-group, and explicit
+    float4 and float8 in one-item groups (:func:`filled_lanes` reads them). A runtime that does not vectorize
+    across work-items (PoCL here ran that point no faster than scalar code) gives no reading."""
     try:
         task = resolve_task(SIMD_TASK)
         points = {vec: task.instantiate({"VEC": vec, "WG": 16 if vec == 1 else 1}) for vec in (1, 4, 8)}
     except TaskError:
         return 0
-    rate = worker.measure(task, points[1], PROBE_CONFIG).speedup  # against the same scalar code, unvectorized
-    if not rate or rate < VECTORIZED:
+    own = worker.measure(task, points[1], PROBE_CONFIG).speedup  # against the same scalar code, unvectorized
+    if not own or own < VECTORIZED:
         return 0
-    for lanes in (4, 8):  # narrowest first: a match ends the probe
-        if (worker.measure(task, points[lanes], PROBE_CONFIG).speedup or 0.0) >= SIMD_MATCH * rate:
-            return lanes
+    float4, float8 = ((worker.measure(task, points[vec], PROBE_CONFIG).speedup or 0.0) for vec in (4, 8))
+    return filled_lanes(own, float4, float8)
+
+
+def filled_lanes(own: float, float4: float, float8: float) -> int:
+    """The lanes filled, from the rates of the runtime's own vectors and of explicit float4 and float8 code: 4
+    when float8 gains less than :data:`DOUBLING_GAIN` over float4, else 8 when the runtime's own (wider) vectors
+    gain less than that over float8, else 0 (wider than 8: the instruction set's width stands). An AMD EPYC
+    (Zen 4) runs float8 as fast as its 16-wide vectors: 8."""
+    if float8 < DOUBLING_GAIN * float4:
+        return 4
+    if own < DOUBLING_GAIN * float8:
+        return 8
     return 0
 
 
@@ -225,5 +241,5 @@ def device_bandwidth(store: "Store | None", hw: HardwareSpec | None, worker: Mea
 
 
 __all__ = ["Bandwidth", "CpuCosts", "PROBE", "SCATTER_PROBE", "SIMD_PROBE", "UNAVAILABLE", "WORK_GROUP_PROBE",
-           "bandwidth_from", "device_bandwidth", "guessed_bandwidth", "run_cost_probe", "run_probe", "run_simd_probe",
-           "store_costs", "store_probes", "stored_bandwidth", "stored_probe"]
+           "bandwidth_from", "device_bandwidth", "filled_lanes", "guessed_bandwidth", "run_cost_probe", "run_probe",
+           "run_simd_probe", "store_costs", "store_probes", "stored_bandwidth", "stored_probe"]

@@ -91,6 +91,36 @@ ROWSTATS_CL = """__kernel void rowstats(__global const float *A, __global const 
 }
 """
 
+# Two row loops store to one buffer, the second reading back what the first stored: allowed only because each
+# element is stored and read by the same lane in both (same start, same places). The row sum's loop is the
+# whole then-branch of an if with an else, so what the rewrite adds around it must be braced.
+ROWSCALE_TOML = ROWSTATS_TOML.replace("rowstats", "rowscale").replace(
+    'intent = "inout"', 'intent = "out"').replace('name = "lows"\ndtype = "float32"\nshape = ["M"]',
+                                                  'name = "Y"\ndtype = "float32"\nshape = ["M", "N"]')
+ROWSCALE_CL = """__kernel void rowscale(__global const float *A, __global const float *bias, __global float *out,
+                       __global float *Y, const int M, const int N)
+{
+    const int row = get_global_id(0);
+    float s = 0.0f;
+    if (row < M)
+        for (int j = 0; j < N; ++j)
+            s += A[row * N + j];
+    else
+        s = -1.0f;
+    if (row >= M)
+        return;
+    __global float *y = Y + row * N;
+    float t = 0.0f;
+    for (int j = 0; j < N; ++j) {
+        y[j] = A[row * N + j] * A[row * N + j] + 1.0f;
+        t += y[j];
+    }
+    for (int j = 0; j < N; ++j)
+        y[j] = y[j] / t;
+    out[row] = s;
+}
+"""
+
 
 @pytest.fixture(scope="module")
 def worker() -> Iterator[MeasurementWorker]:
@@ -105,6 +135,7 @@ def assert_correct(worker: MeasurementWorker, task: Task, candidate: Candidate, 
 
 
 def _task(tmp_path: Path, toml: str, name: str, source: str) -> Task:
+    tmp_path.mkdir(exist_ok=True)
     (tmp_path / "task.toml").write_text(toml)
     (tmp_path / f"{name}.cl").write_text(source)
     return load_task(tmp_path / "task.toml")
@@ -133,8 +164,15 @@ def test_lanes_other_than_the_first_start_from_the_identity_and_only_lane_0_adds
     task = _task(tmp_path, ROWSTATS_TOML, "rowstats", ROWSTATS_CL)
     c = row_reduce(task, task.reference(), 16).candidate
     assert "lane0 != 0) s = 0;" in c.source and "lane0 != 0) lo = INFINITY;" in c.source
-    assert "if (kc_lane0 == 0) out[row] += s;" in c.source and "if (kc_lane0 == 0) lows[row] = lo;" in c.source
+    assert "{ if (kc_lane0 == 0) out[row] += s; }" in c.source and "{ if (kc_lane0 == 0) lows[row] = lo; }" in c.source
     assert_correct(worker, task, c)  # N = 200 is not a multiple of 16: the last lanes take one fewer element
+    scale = _task(tmp_path / "scale", ROWSCALE_TOML, "rowscale", ROWSCALE_CL)
+    assert_correct(worker, scale, row_reduce(scale, scale.reference(), 16).candidate)
+    shifted = ROWSCALE_CL.replace("for (int j = 0; j < N; ++j)\n        y[j] = y[j] / t;",
+                                  "for (int j = 1; j < N; ++j)\n        y[j] = y[j] / t;")
+    assert shifted != ROWSCALE_CL
+    with pytest.raises(NotApplicable, match="lanes would race"):
+        row_reduce(scale, scale.reference().model_copy(update={"source": shifted}), 16)
     gemv = resolve_task("gemv")  # the loop inside `if (row < M) { ... }`: a uniform branch
     assert_correct(worker, gemv, row_reduce(gemv, gemv.reference(), 256).candidate)
 

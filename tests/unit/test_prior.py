@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelcast.agents.forecast.device_probe import Bandwidth, CpuCosts
+from kernelcast.agents.forecast.device_probe import Bandwidth, CpuCosts, filled_lanes
 from kernelcast.agents.forecast.prior import DeviceModel, RooflinePrior, cpu_simd_share, cpu_vectorizes_across, predicted_time
 from kernelcast.agents.forecast.work_estimate import compulsory_bytes, estimate
 from kernelcast.tools.core.measurement import HardwareSpec
@@ -202,3 +202,17 @@ def test_scattered_stores_slow_a_cpu_only_where_it_vectorizes_across_work_items(
     assert predicted_time(wide, comp, free).seconds < predicted_time(narrow, comp, free).seconds
     gpu = DeviceModel.of(HardwareSpec(backend="opencl", name="gpu", device_type="GPU", compute_units=80), probed)
     assert gpu.scattered_store_s == 0  # a GPU's uncoalesced accesses are the cache term's
+
+
+@pytest.mark.parametrize(("own", "float4", "float8", "lanes"), [
+    (9.38, 3.98, 7.81, 8), (9.05, 3.99, 7.67, 8), (9.12, 3.99, 7.98, 8),  # a 2-core Xeon (AVX-512), 2026-12-06
+    (8.0, 4.0, 8.1, 8),  # float8 as fast as 16-wide vectors (Zen 4) or the runtime's own vectors 8 wide (AVX2)
+    (4.1, 4.0, 4.2, 4),  # 4 lanes: float8 gains nothing
+    (16.0, 4.0, 8.0, 0),  # 16 lanes filled: wider than the probe reads, the instruction set's width stands
+])
+def test_the_simd_reading_is_the_narrowest_width_whose_doubling_gains_less_than_root_two(
+        own: float, float4: float, float8: float, lanes: int) -> None:
+    """The rates of the Xeon's repeated probes straddled the old rule's 0.85 (float8 at 0.83-0.88 of the
+    runtime's own vectors), so fresh stores read 8 lanes or none; each doubling is far from the middle."""
+    assert filled_lanes(own, float4, float8) == lanes
+    assert filled_lanes(own * 1.05, float4 * 0.95, float8) == filled_lanes(own * 0.95, float4, float8 * 1.05) == lanes

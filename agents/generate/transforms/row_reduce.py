@@ -3,7 +3,7 @@
 A kernel that gives each work-item a whole row (a row softmax, a row-per-work-item matrix-vector product, a
 row sum) walks its row alone, and the neighbouring work-items that a device runs in lockstep walk other rows
 N elements apart. Here a work-group of T work-items takes the row of one work-item of the reference: each
-top-level loop over the row is split cyclically among them (``j = init + lane; j < bound; j += T``, so
+outermost loop over the row is split cyclically among them (``j = init + lane; j < bound; j += T``, so
 neighbouring lanes touch neighbouring elements), and each scalar that a loop accumulates is combined across
 the group in local memory (a tree of ``log2 T`` steps) and handed back to every lane. The launch becomes
 ``global = G * T, local = T`` and ``get_global_id(0)`` becomes ``get_group_id(0)``.
@@ -13,10 +13,10 @@ Why it is legal (each point is checked on the AST, else :class:`NotApplicable` s
 - OpenCL, a 1-D launch, a kernel that does not observe its work-group: after the rewrite the group id is the
   reference's work-item id, and the lanes of a group run the reference's program for that id;
 - every loop of the kernel lies inside a *row loop*: a counted ``for`` with a unit step that is a statement of
-  the kernel's body itself, without break, continue, return or goto, whose header reads nothing its body
-  writes. Every value outside the row loops is then the same on every lane (the group's id, the kernel's
-  scalars, the broadcast result of a reduction), so every lane takes the same branches and reaches every
-  barrier, returns included;
+  the kernel's body or of its if-branches (not of another loop), without break, continue, return or goto,
+  whose header reads nothing its body writes. Every value outside the row loops is then the same on every
+  lane (the group's id, the kernel's scalars, the broadcast result of a reduction), so every lane takes the
+  same branches and reaches every barrier, returns included;
 - a row loop writes no variable declared outside it except its *accumulators*: a scalar (float, double, int
   or uint) written by exactly one statement of the loop body, ``acc += e``, ``acc -= e``, ``acc *= e``,
   ``acc = acc + e`` (or ``e + acc``), ``acc = acc * e``, or ``acc = f(acc, e)`` with f one of fmax, fmin,
@@ -29,8 +29,10 @@ Why it is legal (each point is checked on the AST, else :class:`NotApplicable` s
 - a statement outside the row loops that stores to global memory is run by lane 0 alone (T lanes would
   otherwise repeat an ``out[r] += s``); it must not hold a return;
 - a buffer the kernel writes is read only inside a row loop, at exactly the place that loop stores to
-  (``y[j] = y[j] * s``), or by such a lane-0 statement where no row loop stores to it, so no lane reads what
-  another lane wrote.
+  (``y[j] = y[j] * s``), or by such a lane-0 statement where no row loop stores to it; row loops that store
+  to one buffer start from the same value and store at the same places, and no lane-0 statement stores to it.
+  So each element is written and read back by one lane: no lane reads or overwrites what another lane wrote
+  (the barriers order local memory only).
 
 Compositions: the kernel then observes its work-group, so coarsening, local tiling and other work-group shapes
 cannot follow it (the derived space refuses those points); scalar replacement and restrict/const can precede
@@ -98,10 +100,11 @@ class Accumulator:
 
 @dataclass(frozen=True)
 class RowLoop:
-    """A top-level loop split among the lanes, with the scalars it reduces."""
+    """An outermost loop split among the lanes, with the scalars it reduces."""
 
     loop: ForLoop
     accumulators: tuple[Accumulator, ...]
+    branch: bool  # the whole then- or else-branch of an if: what is added around it needs braces
 
 
 def row_reduce(task: Task, candidate: Candidate, threads: int) -> Rewritten:
@@ -151,11 +154,11 @@ def row_reduce(task: Task, candidate: Candidate, threads: int) -> Rewritten:
                          f"{indent}}}\n"
                          f"{indent}{acc.name} = {array}[0];\n"
                          f"{indent}barrier(CLK_LOCAL_MEM_FENCE);")
-        if before:
-            edits.append(Span(start, start, "".join(f"{b}\n{indent}" for b in before)))
-        if after:
-            edits.append(Span(end, end, "".join(f"\n{indent}{a}" for a in after)))
-    edits += [Span(start, start, f"if ({lane} == 0) ") for start in (ps.stmt_span(c)[0] for c in lane_zero)]
+        edits += [Span(start, start, ("{ " if row.branch else "") + "".join(f"{b}\n{indent}" for b in before)),
+                  Span(end, end, "".join(f"\n{indent}{a}" for a in after) + (" }" if row.branch else ""))]
+    for stmt in lane_zero:  # braced: an if-branch made of the statement keeps its else
+        start, end = ps.stmt_span(stmt)
+        edits += [Span(start, start, f"{{ if ({lane} == 0) "), Span(end, end, " }")]
     open_brace = body.extent.start.offset + 1
     edits.append(Span(open_brace, open_brace, f"\n    const int {lane} = (int)get_local_id(0);\n"
                                               + "".join(f"    {d}\n" for d in locals_)))
@@ -187,7 +190,7 @@ def _row_loops(ps: ParsedSource, kernel: ci.Cursor, body: ci.Cursor) -> list[Row
         if loop is None or loop.step != 1 or any(a.kind not in (K.COMPOUND_STMT, K.IF_STMT) for a in chain):
             raise NotApplicable("an outermost loop is not a counted loop with a unit step in the kernel's "
                                 "statements and branches")
-        rows.append(RowLoop(loop, _accumulators(ps, kernel, loop)))
+        rows.append(RowLoop(loop, _accumulators(ps, kernel, loop), bool(chain) and chain[0].kind == K.IF_STMT))
     if not rows:
         raise NotApplicable("the kernel has no loop over its row")
     return rows
@@ -350,9 +353,9 @@ def _check_global_memory(ps: ParsedSource, kernel: ci.Cursor, body: ci.Cursor, r
         if _global_access(roots, target) is None and target.kind != K.DECL_REF_EXPR and not (
                 target.kind == K.ARRAY_SUBSCRIPT_EXPR and _private_array(roots, target)):
             raise NotApplicable(f"a store to {ps.text(target)} is not to a variable, a private array or p[index]")
-    stored_at: dict[ci.Cursor, set[tuple[str, str]]] = {}
+    stored_at: dict[ci.Cursor, dict[Key, set[tuple[str, str]]]] = {}  # row loop -> buffer -> places it stores
     for row in rows:
-        places = set()
+        places: dict[Key, set[tuple[str, str]]] = {}
         inner = {decl_key(n) for n in walk(row.loop.body) if n.kind == K.VAR_DECL}
         for target in _stores(ps, row.loop.body):
             access = _global_access(roots, target)
@@ -367,29 +370,50 @@ def _check_global_memory(ps: ParsedSource, kernel: ci.Cursor, body: ci.Cursor, r
             if not _distinct_per_iteration(ps, row.loop, index) or _varies_in(ps, row.loop, base):
                 raise NotApplicable(f"a store of the loop over {row.loop.var} is not at the counter plus "
                                     "a term the loop does not change")
-            places.add((ps.text(strip(base)), ps.text(strip(index))))
+            root = _root_of(roots, strip(base))
+            assert root is not None  # a global access has a root
+            places.setdefault(root, set()).add((ps.text(strip(base)), ps.text(strip(index))))
         stored_at[row.loop.cursor] = places
+    _same_lanes_per_element(ps, rows, stored_at)
+    loop_roots = {root for places in stored_at.values() for root in places}
+    for stmt in lane_zero:
+        for target in _stores(ps, stmt):
+            if (access := _global_access(roots, target)) is not None and \
+                    _root_of(roots, strip(children(access)[0])) in loop_roots:
+                raise NotApplicable("a buffer a row loop stores to is also stored to outside the row loops")
     written = written_roots(ps, kernel)
-    loop_roots = {_root_of(roots, strip(children(access)[0])) for r in rows for t in _stores(ps, r.loop.body)
-                  if (access := _global_access(roots, t)) is not None}
     parent_of = parents(kernel)
     for n in walk(body):
         if n.kind == K.DECL_REF_EXPR and n.referenced is not None and roots.get(decl_key(n.referenced)) in written:
             if not _indexed_or_derived(ps, parent_of, n):
                 raise NotApplicable(f"a buffer the kernel writes is used through {n.spelling} other than as "
                                     "p[index]")
-        if n.kind != K.ARRAY_SUBSCRIPT_EXPR or _root_of(roots, strip(children(n)[0])) not in written:
+        if n.kind != K.ARRAY_SUBSCRIPT_EXPR or (root := _root_of(roots, strip(children(n)[0]))) not in written:
             continue
         base, index = children(n)
         home = next((r.loop.cursor for r in rows if _contains(r.loop.body, n)), None)
         place = (ps.text(strip(base)), ps.text(strip(index)))
         if home is None and not _is_plain_store(ps, body, n) and not (
-                any(_contains(c, n) for c in lane_zero) and _root_of(roots, strip(base)) not in loop_roots):
+                any(_contains(c, n) for c in lane_zero) and root not in loop_roots):
             raise NotApplicable("a buffer the kernel writes is read outside its row loops, other than by lane 0 "
                                 "where no row loop stores to it")
-        if home is not None and place not in stored_at[home]:
+        if home is not None and place not in stored_at[home].get(root, set()):
             raise NotApplicable(f"{place[0]}[{place[1]}] reads a buffer the kernel writes, not where its loop "
                                 "stores")
+
+
+def _same_lanes_per_element(ps: ParsedSource, rows: list[RowLoop],
+                            stored_at: dict[ci.Cursor, dict[Key, set[tuple[str, str]]]]) -> None:
+    """Row loops that store to one buffer start at the same value and store at the same places, so each element
+    is written (and read back) by the same lane in every loop: nothing orders one lane's global stores before
+    another lane's loads or stores (the barriers fence local memory only)."""
+    seen: dict[Key, tuple[str, frozenset[tuple[str, str]]]] = {}
+    for row in rows:
+        for root, places in stored_at[row.loop.cursor].items():
+            mine = (ps.text(_initial_value(row.loop)), frozenset(places))
+            if seen.setdefault(root, mine) != mine:
+                raise NotApplicable(f"two row loops store to {root[0]} at different places or from different "
+                                    "starts: their lanes would race")
 
 
 def _array_base(target: ci.Cursor) -> ci.Cursor:
