@@ -401,8 +401,8 @@ def derived_points(space: DerivedSpace, parent_point: Point | None, context: Gen
         made = built(point)
         if made is None:
             continue
-        candidate, edits = made
-        yield candidate.model_copy(update={"params": {**point, **base_tag}}), edits
+        candidate, edits = made  # its params: the point as built (a tiled or row-reduced one keeps its shape)
+        yield candidate.model_copy(update={"params": {**(candidate.params or point), **base_tag}}), edits
 
 
 def interleave(streams: list[tuple[Iterator[T], int]]) -> Iterator[T]:

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from kernelcast.agents.generate.base import GenerationContext
 from kernelcast.agents.generate.derived_space import KEEP, DerivedSpace
 from kernelcast.agents.generate.families import transformation_family
 from kernelcast.agents.generate.kernel_ast import observes_work_group, parse
+from kernelcast.agents.generate.offline import OfflineGenerator
 from kernelcast.agents.generate.transforms import NotApplicable
 from kernelcast.agents.generate.transforms.row_reduce import row_reduce
 from kernelcast.tools.core.candidate import DERIVED_BASE, Candidate, check_signature
@@ -220,3 +222,21 @@ def test_row_reduction_joins_the_derived_space_as_a_family_of_its_own(worker: Me
     assert transformation_family(tagged) == "row reduction"
     assert_correct(worker, base, candidate)
     assert space.instantiate({**point, "coarsen_x": 2}) is None  # refused: coarsening with row reduction
+
+
+def test_the_generator_proposes_row_reduced_softmax_with_the_shape_its_lanes_fix(worker: MeasurementWorker) -> None:
+    """The offline generator's row-reduced proposals say ``keep`` for their work-group, as built: until 2026-12-06
+    a proposal carried the design point's work-group value (8192 on a run of the held-out corpus), which the
+    kernel ignores and the forecasters read as a feature."""
+    task = resolve_task("softmax")
+    base = Task(task.spec.model_copy(update={"template": None}), task.path, task.source, None)
+    generator = OfflineGenerator(worker)
+    context = GenerationContext(hardware=worker.hardware_spec(), seed=0)
+    proposals = generator.propose(base, base.reference(), context, 32).candidates
+    rows = [c for c in proposals if c.params and int(c.params.get("row_threads", 1)) > 1]
+    assert rows, [c.intent for c in proposals]
+    for c in rows:
+        assert c.params is not None and c.params["work_group"] == KEEP and c.params[DERIVED_BASE]
+        assert c.local_size == [str(c.params["row_threads"])]
+        assert "row reduce x" in c.intent
+    assert_correct(worker, base, rows[0])
