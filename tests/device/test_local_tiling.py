@@ -17,12 +17,11 @@ from kernelcast.agents.generate.transforms import NotApplicable
 from kernelcast.agents.generate.transforms.coarsen import coarsen
 from kernelcast.agents.generate.transforms.local_tiling import local_tile
 from kernelcast.agents.generate.transforms.restrict import restrict_const
-from kernelcast.tools.core.candidate import Candidate, check_signature
-from kernelcast.tools.core.measurement import MeasureConfig, Status
 from kernelcast.tools.core.task import Task, load_task, resolve_task
 from kernelcast.tools.hardware.worker import MeasurementWorker
 
 from support.paths import KERNELS
+from support.transformed import assert_correct
 
 # A 2-D kernel without reuse: every work-item reads its own K values (the index depends on both ids).
 NO_REUSE_TOML = """
@@ -74,12 +73,6 @@ NO_REUSE_CL = """__kernel void rowdots(__global const float *X, __global float *
 def worker() -> Iterator[MeasurementWorker]:
     with MeasurementWorker("opencl") as w:
         yield w
-
-
-def assert_correct(worker: MeasurementWorker, task: Task, candidate: Candidate, sizes: str = "small") -> None:
-    check_signature(candidate.source, task.source, task.spec.entry, task.language)
-    m = worker.measure(task, candidate, MeasureConfig(sizes=sizes, time_kernels=False))  # type: ignore[arg-type]
-    assert m.status is Status.correct, f"{candidate.intent}: {m.status.value}: {m.reason}\n{candidate.source}"
 
 
 @pytest.mark.parametrize("tile", [8, 16])

@@ -19,12 +19,12 @@ from kernelcast.agents.generate.kernel_ast import observes_work_group, parse
 from kernelcast.agents.generate.offline import OfflineGenerator
 from kernelcast.agents.generate.transforms import NotApplicable
 from kernelcast.agents.generate.transforms.row_reduce import row_reduce
-from kernelcast.tools.core.candidate import DERIVED_BASE, Candidate, check_signature
-from kernelcast.tools.core.measurement import MeasureConfig, Status
+from kernelcast.tools.core.candidate import DERIVED_BASE
 from kernelcast.tools.core.task import Task, load_task, resolve_task
 from kernelcast.tools.hardware.worker import MeasurementWorker
 
 from support.paths import KERNELS
+from support.transformed import assert_correct
 
 # Each row starts from its bias (not the sum's identity), takes a minimum beside its sum, and adds into an
 # inout buffer outside the loop: a lane that started from the bias too gives a wrong sum. Lanes that all ran
@@ -128,12 +128,6 @@ ROWSCALE_CL = """__kernel void rowscale(__global const float *A, __global const 
 def worker() -> Iterator[MeasurementWorker]:
     with MeasurementWorker("opencl") as w:
         yield w
-
-
-def assert_correct(worker: MeasurementWorker, task: Task, candidate: Candidate, sizes: str = "small") -> None:
-    check_signature(candidate.source, task.source, task.spec.entry, task.language)
-    m = worker.measure(task, candidate, MeasureConfig(sizes=sizes, time_kernels=False))  # type: ignore[arg-type]
-    assert m.status is Status.correct, f"{candidate.intent}: {m.status.value}: {m.reason}\n{candidate.source}"
 
 
 def _task(tmp_path: Path, toml: str, name: str, source: str) -> Task:

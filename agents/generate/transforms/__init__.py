@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from kernelcast.agents.generate.kernel_ast import KernelParseError, ParsedSource, parse
+from kernelcast.agents.generate.kernel_ast import KernelParseError, ParsedSource, observes_work_group, parse
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.edit import Edit, Value
 from kernelcast.tools.core.errors import InputError
@@ -59,6 +59,20 @@ def entry_of(candidate_source: str, language: str, entry: str) -> tuple[ParsedSo
         return ps, ps.kernel(entry)
     except KernelParseError as exc:
         raise NotApplicable(str(exc)) from None
+
+
+def work_item_kernel(candidate: Candidate, task_language: str, entry: str, what: str) -> tuple[ParsedSource, object]:
+    """The parse and entry kernel of an OpenCL kernel whose text has no macro of its file and that does not
+    observe its work-group: what a transformation that gives work-items new work (``what``: its name, for the
+    reasons) needs; NotApplicable says which does not hold."""
+    if task_language != "opencl":
+        raise NotApplicable(f"{what} is implemented for OpenCL kernels")
+    ps, kernel = entry_of(candidate.source, task_language, entry)
+    if ps.uses_macros(kernel):
+        raise NotApplicable("the entry kernel uses the file's macros")
+    if observes_work_group(ps, kernel):
+        raise NotApplicable("the kernel observes its work-group (local ids, local memory or barriers)")
+    return ps, kernel
 
 
 def checked(candidate: Candidate, source: str, language: str, entry: str, **update: object) -> Candidate:

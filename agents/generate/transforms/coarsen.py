@@ -35,7 +35,6 @@ from kernelcast.agents.generate.kernel_ast import (
     int_literal,
     loop_local_counters,
     modified_decls,
-    observes_work_group,
     pointer_roots,
     readonly_pointers,
     strip,
@@ -43,7 +42,7 @@ from kernelcast.agents.generate.kernel_ast import (
     value_type,
     walk,
 )
-from kernelcast.agents.generate.transforms import NotApplicable, Rewritten, checked, entry_of, rewritten
+from kernelcast.agents.generate.transforms import NotApplicable, Rewritten, checked, rewritten, work_item_kernel
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.expr import ExpressionError, evaluate
 from kernelcast.tools.core.task import Task
@@ -391,13 +390,7 @@ def coarsen(task: Task, candidate: Candidate, fx: int, fy: int = 1, mapping: str
     if fx * fy <= 1:
         raise NotApplicable("coarsening by 1 is the identity")
     language, entry = task.language, task.spec.entry
-    if language != "opencl":
-        raise NotApplicable("coarsening is implemented for OpenCL kernels")
-    ps, kernel = entry_of(candidate.source, language, entry)
-    if ps.uses_macros(kernel):
-        raise NotApplicable("the entry kernel uses the file's macros")
-    if observes_work_group(ps, kernel):
-        raise NotApplicable("the kernel observes its work-group (local ids, local memory or barriers)")
+    ps, kernel = work_item_kernel(candidate, language, entry, "coarsening")
     factors = {0: fx, 1: fy}
     glob = list(candidate.global_size)
     for dim, f in factors.items():

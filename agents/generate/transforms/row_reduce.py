@@ -59,7 +59,6 @@ from kernelcast.agents.generate.kernel_ast import (
     header_parts,
     is_global_pointer,
     modified_decls,
-    observes_work_group,
     operator,
     parents,
     pointer_roots,
@@ -70,7 +69,14 @@ from kernelcast.agents.generate.kernel_ast import (
     walk,
     written_roots,
 )
-from kernelcast.agents.generate.transforms import NotApplicable, Rewritten, checked, entry_of, fresh_name, rewritten
+from kernelcast.agents.generate.transforms import (
+    NotApplicable,
+    Rewritten,
+    checked,
+    fresh_name,
+    rewritten,
+    work_item_kernel,
+)
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.task import Task
 
@@ -112,15 +118,9 @@ def row_reduce(task: Task, candidate: Candidate, threads: int) -> Rewritten:
     if threads not in THREADS:
         raise NotApplicable(f"{threads} work-items per row is not one of {', '.join(map(str, THREADS))}")
     language, entry = task.language, task.spec.entry
-    if language != "opencl":
-        raise NotApplicable("row reduction is implemented for OpenCL kernels")
     if len(candidate.global_size) != 1:
         raise NotApplicable("row reduction needs a 1-D launch (one work-item per row)")
-    ps, kernel = entry_of(candidate.source, language, entry)
-    if ps.uses_macros(kernel):
-        raise NotApplicable("the entry kernel uses the file's macros")
-    if observes_work_group(ps, kernel):
-        raise NotApplicable("the kernel observes its work-group (local ids, local memory or barriers)")
+    ps, kernel = work_item_kernel(candidate, language, entry, "row reduction")
     body = next((c for c in children(kernel) if c.kind == K.COMPOUND_STMT), None)
     if body is None:
         raise NotApplicable("the kernel has no body")
