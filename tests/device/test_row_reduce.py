@@ -188,6 +188,42 @@ def test_kernels_whose_lanes_would_race_or_whose_scalars_do_not_reduce_are_refus
         row_reduce(task, task.reference(), 16)
 
 
+@pytest.mark.parametrize(("changes", "reason"), [
+    ([("out[row] += s;", "if (s > 0.0f) { s = 1.0f / s; out[row] += s; }")], "lane 0 alone also writes s"),
+    ([("        t += y[j];", "        t += y[j];\n        y[j + 1] = 0.0f;")], "two places"),
+    ([("float lo = INFINITY;", "float lo = INFINITY; int c = 0;"), ("s += v;", "s += v; c += v;")],
+     "c is written in the loop over j but not as an accumulator"),
+    ([("float s = bias[row];", "float s = bias[row]; float *p = &s;")], "address taken"),
+    ([("for (int j = 0; j < N; ++j) {", "for (uchar j = 0; j < N; ++j) {")], "narrower than int"),
+    ([("float s = bias[row];", "float s = bias[row]; int c0 = 0;"),
+      ("for (int j = 0; j < N; ++j) {", "for (int j = 0; j < (c0 = N); ++j) {")], "writes something other"),
+    ([("__kernel void", "float twice(float x);\n__kernel void"), ("s += v;", "s += twice(v);")],
+     "calls twice"),
+    ([("    float s = bias[row];", "    __global float *r = out + (int)bias[0];\n    float s = bias[row] + r[0];")],
+     "mixes buffers"),
+])
+def test_kernels_a_review_found_accepted_wrongly_are_refused(tmp_path: Path, changes: list[tuple[str, str]],
+                                                              reason: str) -> None:
+    """A review of 2026-12-06 found these (6 of the 8 forms here were accepted before its fixes, and then raced,
+    computed something else or never ended; two loops storing at two places, and the helper, were refused for
+    other reasons):
+    a lane-0 statement that also rescales a private scalar (the other lanes keep the old value), two stores of
+    one loop at neighbouring places, an integer sum of floats (truncated at every step), an accumulator read
+    through its address, a byte counter stepped by 256, a header with a side effect, a helper function
+    declared before the kernel and defined after it (run on every lane unseen), a pointer mixing two buffers (its
+    reads went unchecked)."""
+    name, source, toml = ("rowstats", ROWSTATS_CL, ROWSTATS_TOML) if changes[0][0] in ROWSTATS_CL else (
+        "rowscale", ROWSCALE_CL, ROWSCALE_TOML)
+    for old, new in changes:
+        assert old in source
+        source = source.replace(old, new)
+    if "twice" in source:
+        source += "float twice(float x) { return 2.0f * x; }\n"
+    task = _task(tmp_path, toml, name, source)
+    with pytest.raises(NotApplicable, match=reason):
+        row_reduce(task, task.reference(), 16)
+
+
 def test_row_reduction_refuses_2d_launches_and_kernels_without_a_row_loop() -> None:
     gemm, saxpy = resolve_task("gemm"), resolve_task("saxpy")
     with pytest.raises(NotApplicable, match="1-D launch"):

@@ -12,27 +12,31 @@ Why it is legal (each point is checked on the AST, else :class:`NotApplicable` s
 
 - OpenCL, a 1-D launch, a kernel that does not observe its work-group: after the rewrite the group id is the
   reference's work-item id, and the lanes of a group run the reference's program for that id;
-- every loop of the kernel lies inside a *row loop*: a counted ``for`` with a unit step that is a statement of
-  the kernel's body or of its if-branches (not of another loop), without break, continue, return or goto,
-  whose header reads nothing its body writes. Every value outside the row loops is then the same on every
-  lane (the group's id, the kernel's scalars, the broadcast result of a reduction), so every lane takes the
-  same branches and reaches every barrier, returns included;
+- every loop of the kernel lies inside a *row loop*: a counted ``for`` with a unit step and a counter at least
+  as wide as int that is a statement of the kernel's body or of its if-branches (not of another loop), without
+  break, continue, return or goto, whose header writes only its counter and reads nothing its body writes.
+  Every value outside the row loops is then the same on every lane (the group's id, the kernel's scalars, the
+  broadcast result of a reduction), so every lane takes the same branches and reaches every barrier, returns
+  included;
 - a row loop writes no variable declared outside it except its *accumulators*: a scalar (float, double, int
   or uint) written by exactly one statement of the loop body, ``acc += e``, ``acc -= e``, ``acc *= e``,
   ``acc = acc + e`` (or ``e + acc``), ``acc = acc * e``, or ``acc = f(acc, e)`` with f one of fmax, fmin,
-  max, min, and read nowhere else in the body. Lanes other than 0 start the loop from the operation's
-  identity, so lane 0 carries the value from before the loop and the combined result is the reference's
-  (with the sum re-associated, as every vectorizing compiler may; the harness's tolerances judge it);
-- the body calls only side-effect-free built-ins, and stores to global memory only as ``p[idx] = ...`` with
-  ``idx`` the counter plus a term that does not vary in the loop: distinct iterations, hence distinct lanes,
-  write distinct elements;
+  max, min, read nowhere else in the body, its address never taken, and (an integer one) fed no floating
+  term, whose truncation at every step is not associative. Lanes other than 0 start the loop from the
+  operation's identity, so lane 0 carries the value from before the loop and the combined result is the
+  reference's (with the sum re-associated, as every vectorizing compiler may; the harness's tolerances judge it);
+- the kernel calls only side-effect-free built-ins (no function of its file, no printf), and each pointer into
+  global memory points into one buffer. A row loop stores to global memory only as ``p[idx] = ...``, at one
+  place per buffer, with ``idx`` the counter plus a term named by variables nothing else in the kernel writes:
+  distinct iterations, hence distinct lanes, write distinct elements;
 - a statement outside the row loops that stores to global memory is run by lane 0 alone (T lanes would
-  otherwise repeat an ``out[r] += s``); it must not hold a return;
+  otherwise repeat an ``out[r] += s``); it must not hold a return, declare a variable, or write any variable
+  (the other lanes would not see it, and could then branch apart around a barrier);
 - a buffer the kernel writes is read only inside a row loop, at exactly the place that loop stores to
   (``y[j] = y[j] * s``), or by such a lane-0 statement where no row loop stores to it; row loops that store
-  to one buffer start from the same value and store at the same places, and no lane-0 statement stores to it.
-  So each element is written and read back by one lane: no lane reads or overwrites what another lane wrote
-  (the barriers order local memory only).
+  to one buffer start from the same value (named by variables nothing writes) and store at the same place, and
+  no lane-0 statement stores to it. So each element is written and read back by one lane: no lane reads or
+  overwrites what another lane wrote (the barriers order local memory only).
 
 Compositions: the kernel then observes its work-group, so coarsening, local tiling and other work-group shapes
 cannot follow it (the derived space refuses those points); scalar replacement and restrict/const can precede
@@ -57,6 +61,7 @@ from kernelcast.agents.generate.kernel_ast import (
     decl_key,
     has_jump,
     header_parts,
+    is_floating,
     is_global_pointer,
     modified_decls,
     operator,
@@ -65,8 +70,8 @@ from kernelcast.agents.generate.kernel_ast import (
     referenced_decl,
     strip,
     used_decls,
-    value_type,
     walk,
+    writes,
     written_roots,
 )
 from kernelcast.agents.generate.transforms import (
@@ -94,6 +99,11 @@ _IDENTITY = {  # (operation, type) -> the value a lane other than 0 starts its s
 }
 
 
+_SCALAR_KINDS = {ci.TypeKind.FLOAT: "float", ci.TypeKind.DOUBLE: "double", ci.TypeKind.INT: "int",
+                 ci.TypeKind.UINT: "uint"}
+_COUNTER_KINDS = (ci.TypeKind.INT, ci.TypeKind.UINT, ci.TypeKind.LONG, ci.TypeKind.ULONG)  # j += T cannot wrap early
+
+
 @dataclass(frozen=True)
 class Accumulator:
     """One scalar a row loop reduces: its declaration, name, type and the combining operation."""
@@ -102,6 +112,15 @@ class Accumulator:
     name: str
     type: str
     op: str  # a key of _COMBINE
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where ``p[i]`` stores or reads: its text and the variables it names (two block-scoped pointers of one name
+    are two places)."""
+
+    text: str
+    names: frozenset[Key]
 
 
 @dataclass(frozen=True)
@@ -224,6 +243,13 @@ def _accumulators(ps: ParsedSource, kernel: ci.Cursor, loop: ForLoop) -> tuple[A
                                        and not _contains(body, n)}
     if header & (written - {loop.var_key}):
         raise NotApplicable(f"the header of the loop over {loop.var} reads what its body writes")
+    for n in walk(loop.cursor):
+        if not _contains(body, n) and writes(ps, n) and ((d := referenced_decl(children(n)[0])) is None
+                                                          or decl_key(d) != loop.var_key):
+            raise NotApplicable(f"the header of the loop over {loop.var} writes something other than its counter")
+    counter = next(n for n in walk(loop.cursor) if n.kind == K.VAR_DECL and decl_key(n) == loop.var_key)
+    if counter.type.get_canonical().kind not in _COUNTER_KINDS:
+        raise NotApplicable(f"the counter {loop.var} is narrower than int (stepping by T could wrap it)")
     for call in calls(body):
         if not call.spelling.startswith(PURE_CALL_PREFIXES):
             raise NotApplicable(f"the loop calls {call.spelling}, which may have side effects")
@@ -235,6 +261,9 @@ def _accumulators(ps: ParsedSource, kernel: ci.Cursor, loop: ForLoop) -> tuple[A
         if acc is None:
             raise NotApplicable(f"{key[0]} is written in the loop over {loop.var} but not as an accumulator "
                                 "(acc += e, acc = fmax(acc, e), ...)")
+        if any(n.kind == K.UNARY_OPERATOR and operator(ps, n) == "&" and (d := referenced_decl(children(n)[0]))
+               is not None and decl_key(d) == key for n in walk(kernel)):
+            raise NotApplicable(f"the accumulator {acc.name} has its address taken")
         reads = [n for n in walk(body) if n.kind == K.DECL_REF_EXPR and n.referenced is not None
                  and decl_key(n.referenced) == key]
         if len(reads) != (1 if _is_compound(ps, writers[0]) else 2):
@@ -256,14 +285,16 @@ def _accumulation(ps: ParsedSource, stmt: ci.Cursor, key: Key) -> Accumulator | 
     decl = referenced_decl(target)
     if decl is None or decl_key(decl) != key or decl.kind not in (K.VAR_DECL, K.PARM_DECL):
         return None
-    kind = value_type(decl.type.get_canonical())
+    kind = _SCALAR_KINDS.get(decl.type.get_canonical().kind)
+    if kind in ("int", "uint") and any(is_floating(n.type) for n in walk(node)):
+        return None  # an integer sum of floating terms truncates at every step: not associative
     op = operator(ps, node)
     combine: str | None = None
     if op in ("+=", "-=", "*="):
         combine = "*" if op == "*=" else "+"
     elif op == "=":
         combine = _combining_form(ps, strip(value), key)
-    if combine is None or (combine, kind) not in _IDENTITY:
+    if combine is None or kind is None or (combine, kind) not in _IDENTITY:
         return None
     return Accumulator(key, decl.spelling, kind, combine)
 
@@ -345,42 +376,17 @@ def _check_global_memory(ps: ParsedSource, kernel: ci.Cursor, body: ci.Cursor, r
     """Stores in row loops go to distinct elements per iteration; what the kernel writes, no lane reads
     where another lane writes it; nothing else writes memory (module docstring)."""
     roots = _global_roots(ps, kernel)
-    for c in calls(kernel):
-        if c.spelling.startswith(("vstore", "atomic", "atom_")) or (
-                c.referenced is not None and c.referenced.is_definition() and ps.in_main_file(c.referenced)):
-            raise NotApplicable(f"the kernel calls {c.spelling}")
+    _check_calls_and_pointers(ps, kernel, roots)
     for target in _stores(ps, body):
         if _global_access(roots, target) is None and target.kind != K.DECL_REF_EXPR and not (
                 target.kind == K.ARRAY_SUBSCRIPT_EXPR and _private_array(roots, target)):
             raise NotApplicable(f"a store to {ps.text(target)} is not to a variable, a private array or p[index]")
-    stored_at: dict[ci.Cursor, dict[Key, set[tuple[str, str]]]] = {}  # row loop -> buffer -> places it stores
-    for row in rows:
-        places: dict[Key, set[tuple[str, str]]] = {}
-        inner = {decl_key(n) for n in walk(row.loop.body) if n.kind == K.VAR_DECL}
-        for target in _stores(ps, row.loop.body):
-            access = _global_access(roots, target)
-            if access is None:
-                decl = referenced_decl(_array_base(target))
-                if target.kind != K.DECL_REF_EXPR and (decl is None or decl_key(decl) not in inner):
-                    raise NotApplicable(f"the loop over {row.loop.var} writes an array declared outside it")
-                continue
-            if access != target:
-                raise NotApplicable(f"the loop over {row.loop.var} stores to a part of an element")
-            base, index = children(access)
-            if not _distinct_per_iteration(ps, row.loop, index) or _varies_in(ps, row.loop, base):
-                raise NotApplicable(f"a store of the loop over {row.loop.var} is not at the counter plus "
-                                    "a term the loop does not change")
-            root = _root_of(roots, strip(base))
-            assert root is not None  # a global access has a root
-            places.setdefault(root, set()).add((ps.text(strip(base)), ps.text(strip(index))))
-        stored_at[row.loop.cursor] = places
+    assigned = modified_decls(ps, body, declarations=False)
+    stored_at = {row.loop.cursor: _loop_stores(ps, roots, row, assigned) for row in rows}
     _same_lanes_per_element(ps, rows, stored_at)
     loop_roots = {root for places in stored_at.values() for root in places}
     for stmt in lane_zero:
-        for target in _stores(ps, stmt):
-            if (access := _global_access(roots, target)) is not None and \
-                    _root_of(roots, strip(children(access)[0])) in loop_roots:
-                raise NotApplicable("a buffer a row loop stores to is also stored to outside the row loops")
+        _check_lane_zero(ps, roots, stmt, loop_roots)
     written = written_roots(ps, kernel)
     parent_of = parents(kernel)
     for n in walk(body):
@@ -391,23 +397,88 @@ def _check_global_memory(ps: ParsedSource, kernel: ci.Cursor, body: ci.Cursor, r
         if n.kind != K.ARRAY_SUBSCRIPT_EXPR or (root := _root_of(roots, strip(children(n)[0]))) not in written:
             continue
         base, index = children(n)
-        home = next((r.loop.cursor for r in rows if _contains(r.loop.body, n)), None)
-        place = (ps.text(strip(base)), ps.text(strip(index)))
+        home_row = next((r for r in rows if _contains(r.loop.body, n)), None)
+        home = None if home_row is None else home_row.loop.cursor
+        place = _place(ps, base, index, None if home_row is None else home_row.loop.var_key)
         if home is None and not _is_plain_store(ps, body, n) and not (
                 any(_contains(c, n) for c in lane_zero) and root not in loop_roots):
             raise NotApplicable("a buffer the kernel writes is read outside its row loops, other than by lane 0 "
                                 "where no row loop stores to it")
         if home is not None and place not in stored_at[home].get(root, set()):
-            raise NotApplicable(f"{place[0]}[{place[1]}] reads a buffer the kernel writes, not where its loop "
-                                "stores")
+            raise NotApplicable(f"{place.text} reads a buffer the kernel writes, not where its loop stores")
+
+
+def _check_calls_and_pointers(ps: ParsedSource, kernel: ci.Cursor, roots: dict[Key, Key]) -> None:
+    """Only side-effect-free built-ins are called (a function of the file, or printf, would run on every lane
+    unseen), and every pointer into global memory has one buffer it points into."""
+    own = {c.spelling for c in children(ps.tu.cursor) if c.kind == K.FUNCTION_DECL and ps.in_main_file(c)}
+    for c in calls(kernel):
+        if c.spelling in own or not c.spelling.startswith(PURE_CALL_PREFIXES):
+            raise NotApplicable(f"the kernel calls {c.spelling}, which may have side effects or run per lane")
+    for n in walk(kernel):
+        if n.kind == K.VAR_DECL and is_global_pointer(n.type, ps.language) and decl_key(n) not in roots:
+            raise NotApplicable(f"the pointer {n.spelling} mixes buffers or is reassigned")
+
+
+def _loop_stores(ps: ParsedSource, roots: dict[Key, Key], row: RowLoop, assigned: set[Key]) -> dict[Key, set[Place]]:
+    """The one place per buffer at which a row loop stores: the counter plus a term nothing in the kernel moves."""
+    loop = row.loop
+    places: dict[Key, set[Place]] = {}
+    inner = {decl_key(n) for n in walk(loop.body) if n.kind == K.VAR_DECL}
+    for target in _stores(ps, loop.body):
+        access = _global_access(roots, target)
+        if access is None:
+            decl = referenced_decl(_array_base(target))
+            if target.kind != K.DECL_REF_EXPR and (decl is None or decl_key(decl) not in inner):
+                raise NotApplicable(f"the loop over {loop.var} writes an array declared outside it")
+            continue
+        if access != target:
+            raise NotApplicable(f"the loop over {loop.var} stores to a part of an element")
+        base, index = children(access)
+        if not _distinct_per_iteration(ps, loop, index) or _varies_in(ps, loop, base):
+            raise NotApplicable(f"a store of the loop over {loop.var} is not at the counter plus a term the loop "
+                                "does not change")
+        root = _root_of(roots, strip(base))
+        assert root is not None  # a global access has a root
+        place = _place(ps, base, index, loop.var_key)
+        if place.names & assigned:
+            raise NotApplicable(f"a store of the loop over {loop.var} is at a place a variable written elsewhere "
+                                "in the kernel moves")
+        places.setdefault(root, set()).add(place)
+        if len(places[root]) > 1:
+            raise NotApplicable(f"the loop over {loop.var} stores to {root[0]} at two places: their lanes would "
+                                "race")
+    if places and used_decls(_initial_value(loop)) & assigned:
+        raise NotApplicable(f"the loop over {loop.var} stores from a start a variable written elsewhere moves")
+    return places
+
+
+def _check_lane_zero(ps: ParsedSource, roots: dict[Key, Key], stmt: ci.Cursor, loop_roots: set[Key]) -> None:
+    """A statement lane 0 runs alone writes global memory only, and no buffer a row loop stores to."""
+    if stmt.kind == K.DECL_STMT:
+        raise NotApplicable("a declaration stores to global memory outside the row loops")
+    inner = {decl_key(n) for n in walk(stmt) if n.kind == K.VAR_DECL}
+    if private := modified_decls(ps, stmt, declarations=False) - inner:
+        raise NotApplicable(f"a statement run by lane 0 alone also writes {sorted(private)[0][0]}, which the other "
+                            "lanes would not see")
+    for target in _stores(ps, stmt):
+        if (access := _global_access(roots, target)) is not None and \
+                _root_of(roots, strip(children(access)[0])) in loop_roots:
+            raise NotApplicable("a buffer a row loop stores to is also stored to outside the row loops")
+
+
+def _place(ps: ParsedSource, base: ci.Cursor, index: ci.Cursor, counter: Key | None) -> Place:
+    """``base[index]`` as a place; the loop's ``counter`` is not among its names (each loop declares its own)."""
+    return Place(f"{ps.text(strip(base))}[{ps.text(strip(index))}]",
+                 frozenset((used_decls(base) | used_decls(index)) - {counter}))
 
 
 def _same_lanes_per_element(ps: ParsedSource, rows: list[RowLoop],
-                            stored_at: dict[ci.Cursor, dict[Key, set[tuple[str, str]]]]) -> None:
+                            stored_at: dict[ci.Cursor, dict[Key, set[Place]]]) -> None:
     """Row loops that store to one buffer start at the same value and store at the same places, so each element
     is written (and read back) by the same lane in every loop: nothing orders one lane's global stores before
     another lane's loads or stores (the barriers fence local memory only)."""
-    seen: dict[Key, tuple[str, frozenset[tuple[str, str]]]] = {}
+    seen: dict[Key, tuple[str, frozenset[Place]]] = {}
     for row in rows:
         for root, places in stored_at[row.loop.cursor].items():
             mine = (ps.text(_initial_value(row.loop)), frozenset(places))
