@@ -7,6 +7,7 @@ Every test that claims a transformation is valid measures the transformed kernel
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -361,3 +362,56 @@ def test_derived_space_does_not_coarsen_an_already_jammed_large_kernel() -> None
     assert "unroll" in space.params and space.instantiate(unrolled) is None
     small = DerivedSpace(gemm, gemm.reference(), 256)
     assert small.instantiate({**small.identity(), "unroll": 2}) is not None
+
+
+BLOCKS_TOML = """
+name = "blocks"
+description = "Each work-item doubles its block of four floats through a private array and a helper, in place."
+language = "opencl"
+source = "blocks.cl"
+entry = "blocks"
+[sizes]
+N = 256
+[[args]]
+name = "X"
+dtype = "float32"
+shape = ["4 * N"]
+intent = "inout"
+[[args]]
+name = "N"
+kind = "scalar"
+dtype = "int32"
+value = "N"
+[launch]
+global = ["N"]
+"""
+BLOCKS_CL = """void twice(float *v)
+{
+    for (int k = 0; k < 4; k++)
+        v[k] = 2.0f * v[k];
+}
+
+__kernel void blocks(__global float *X, const int N)
+{
+    const int tid = get_global_id(0);
+    float v[4];
+    for (int k = 0; k < 4; k++)
+        v[k] = X[tid * 4 + k];
+    twice(v);
+    for (int k = 0; k < 4; k++)
+        X[tid * 4 + k] = v[k] + 1.0f;
+}
+"""
+
+
+@pytest.mark.parametrize("mapping", ["cyclic", "block"])
+def test_coarsened_copies_each_get_their_own_private_array(worker: MeasurementWorker, tmp_path: Path,
+                                                           mapping: str) -> None:
+    """The array is written through its elements and by the helper it is passed to, never assigned itself: until
+    2026-12-06 the copies shared it, and a held-out kernel of this shape computed half its outputs wrong."""
+    (tmp_path / "task.toml").write_text(BLOCKS_TOML)
+    (tmp_path / "blocks.cl").write_text(BLOCKS_CL)
+    task = load_task(tmp_path / "task.toml")
+    c = coarsen(task, task.reference(), 2, 1, mapping).candidate
+    assert "v_kc0[4]" in c.source and "v_kc1[4]" in c.source
+    assert_correct(worker, task, c, f"coarsen x2 {mapping}")

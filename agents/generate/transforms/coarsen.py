@@ -62,6 +62,13 @@ class Copy:
     suffix: str
 
 
+# a private array or struct is written through its elements or members, or by a function it is passed to, none of
+# which assigns the variable itself: each copy needs its own (a table-lookup kernel whose 16-byte state array the
+# copies shared computed half its outputs wrong, caught by the harness: 17 of a run's 25 measurements)
+_AGGREGATES = (ci.TypeKind.CONSTANTARRAY, ci.TypeKind.INCOMPLETEARRAY, ci.TypeKind.VARIABLEARRAY,
+               ci.TypeKind.RECORD)
+
+
 class _Jammer:
     def __init__(self, ps: ParsedSource, kernel: ci.Cursor, factors: dict[int, int], mapping: str) -> None:
         self.ps, self.kernel, self.mapping = ps, kernel, mapping
@@ -81,8 +88,9 @@ class _Jammer:
 
     def _dependences(self) -> dict[Key, frozenset[int]]:
         """Per variable, the coarsened dimensions its value depends on. A variable assigned after its
-        declaration depends on all of them (no control-flow analysis), except a loop-local counter
-        (:func:`loop_local_counters`), which depends on its loops' headers; the others on their initializer.
+        declaration, and every private array or struct, depends on all of them (no control-flow analysis),
+        except a loop-local counter (:func:`loop_local_counters`), which depends on its loops' headers; the others
+        on their initializer.
         Counters start uniform and the pass repeats until their dependences settle (they only grow)."""
         counters = loop_local_counters(self.ps, self.body)
         counter_deps = dict.fromkeys(counters, frozenset[int]())
@@ -105,7 +113,7 @@ class _Jammer:
             key = decl_key(n)
             if key in counter_deps:
                 deps[key] = counter_deps[key]
-            elif key in assigned:
+            elif key in assigned or n.type.get_canonical().kind in _AGGREGATES:
                 deps[key] = every
             else:
                 deps[key] = self._uses(n, deps)
