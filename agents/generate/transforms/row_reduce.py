@@ -146,7 +146,7 @@ def row_reduce(task: Task, candidate: Candidate, threads: int) -> Rewritten:
     rows = _row_loops(ps, kernel, body)
     roots = _global_roots(ps, kernel)
     lane_zero = _lane_zero_statements(ps, roots, body, rows)
-    _check_global_memory(ps, kernel, body, rows, lane_zero)
+    _check_global_memory(ps, kernel, body, rows, roots, lane_zero)
     lane = fresh_name(candidate.source, "kc_lane")
     edits = [*_work_item_queries(ps, kernel), _required_size(ps, kernel, threads)]
     red, step = fresh_name(candidate.source, "kc_red"), fresh_name(candidate.source, "kc_step")
@@ -250,9 +250,6 @@ def _accumulators(ps: ParsedSource, kernel: ci.Cursor, loop: ForLoop) -> tuple[A
     counter = next(n for n in walk(loop.cursor) if n.kind == K.VAR_DECL and decl_key(n) == loop.var_key)
     if counter.type.get_canonical().kind not in _COUNTER_KINDS:
         raise NotApplicable(f"the counter {loop.var} is narrower than int (stepping by T could wrap it)")
-    for call in calls(body):
-        if not call.spelling.startswith(PURE_CALL_PREFIXES):
-            raise NotApplicable(f"the loop calls {call.spelling}, which may have side effects")
     statements = children(body) if body.kind == K.COMPOUND_STMT else [body]
     found: list[Accumulator] = []
     for key in sorted(written - inner - {loop.var_key}):
@@ -372,10 +369,9 @@ def _stores_global(ps: ParsedSource, roots: dict[Key, Key], stmt: ci.Cursor) -> 
 
 
 def _check_global_memory(ps: ParsedSource, kernel: ci.Cursor, body: ci.Cursor, rows: list[RowLoop],
-                         lane_zero: list[ci.Cursor]) -> None:
+                         roots: dict[Key, Key], lane_zero: list[ci.Cursor]) -> None:
     """Stores in row loops go to distinct elements per iteration; what the kernel writes, no lane reads
-    where another lane writes it; nothing else writes memory (module docstring)."""
-    roots = _global_roots(ps, kernel)
+    where another lane writes it; nothing else writes memory (module docstring). ``roots``: :func:`_global_roots`."""
     _check_calls_and_pointers(ps, kernel, roots)
     for target in _stores(ps, body):
         if _global_access(roots, target) is None and target.kind != K.DECL_REF_EXPR and not (
