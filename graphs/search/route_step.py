@@ -5,7 +5,6 @@ trial audits of a replayed threshold on probation (:meth:`MeasureStep.measure_ch
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -21,7 +20,15 @@ from kernelcast.graphs.search.budget import Budget
 from kernelcast.graphs.search.confirm import Confirmer
 from kernelcast.graphs.search.measure_step import MeasureStep
 from kernelcast.graphs.search.result import run_skill
-from kernelcast.graphs.search.tree import DECISION_OUTCOME, ForecastSummary, NodeRecord, SearchState, TreeEdit, incumbent_of
+from kernelcast.graphs.search.tree import (
+    DECISION_OUTCOME,
+    ForecastSummary,
+    NodeRecord,
+    SearchState,
+    TreeEdit,
+    family_record,
+    incumbent_of,
+)
 
 Trusted = tuple[TrustThresholds, int, int, list[RoutingInput], str | None, int]
 
@@ -139,15 +146,14 @@ class RouteStep:
         wanted = set(children)
         beliefs = {key: Provenance.model_validate(r.provenance)  # ln S mean/sd, when known
                    for key, r in self.ctx.store.latest_forecasts(self.ctx.run_id).items() if key in wanted}
-        measured = Counter(self.family_of(key) for key, node in nodes.items()
-                           if node["speedup"] is not None and node["parent"] is not None)
+        measured, failed = family_record(nodes, self.family_of)
         items = []
         for key in children:
             fc = nodes[key]["forecast"]
             assert fc is not None
             family = self.family_of(key)
             items.append(replace(routing_input(key, fc, incumbent, beliefs.get(key)), family=family,
-                                 family_measured=measured[family]))
+                                 family_measured=measured[family], family_failed=failed[family]))
         return items
 
     def family_of(self, key: str) -> str:

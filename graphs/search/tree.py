@@ -8,7 +8,8 @@ the store's events as well. Records stay plain data (TypedDicts) so checkpoints 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from enum import StrEnum
 from typing import Annotated, TypedDict, cast
 
@@ -73,6 +74,22 @@ def outcome_counts(nodes: Mapping[str, NodeRecord]) -> dict[str, int]:
     for node in nodes.values():
         counts[node["outcome"]] = counts.get(node["outcome"], 0) + 1
     return counts
+
+
+def family_record(nodes: Mapping[str, NodeRecord], family_of: Callable[[str], str]) -> tuple[Counter[str], Counter[str]]:
+    """(correct, failed) measurements of each transformation family among the measured children (the root
+    aside): a node that failed its first measurement counts as failed; one that measured correct and then
+    failed its confirmation counts as correct (its kernel ran right once)."""
+    correct: Counter[str] = Counter()
+    failed: Counter[str] = Counter()
+    for key, node in nodes.items():
+        if node["parent"] is None:
+            continue
+        if node["speedup"] is not None:
+            correct[family_of(key)] += 1
+        elif node["outcome"] == Outcome.failed:
+            failed[family_of(key)] += 1
+    return correct, failed
 
 
 def merge_nodes(current: dict[str, NodeRecord] | None, update: dict[str, NodeRecord]) -> dict[str, NodeRecord]:

@@ -10,6 +10,7 @@ from kernelcast.graphs.search.tree import (
     NodeRecord,
     best_measured,
     check_version,
+    family_record,
     generator_ran_dry,
     incumbent_of,
     standing,
@@ -76,3 +77,18 @@ def test_a_checkpoint_from_before_versions_is_read_as_version_0_and_a_newer_one_
                                        r"versions 0, 1") as caught:
         check_version({"version": 99}, "r1")
     assert "\n" not in str(caught.value)
+
+
+def test_a_family_record_counts_correct_and_failed_children_apart() -> None:
+    """What the router reads as a family's record in the run: correct measurements (a failed confirmation after a
+    correct one still ran right once), failed ones, and nothing for the root or for children never measured."""
+    nodes = tree()
+    nodes["broken"] = node("broken", None, outcome="failed")
+    nodes["broken2"] = node("broken2", None, outcome="failed")
+    nodes["pruned"] = node("pruned", None, outcome="pruned")
+    family = {"lucky": "coarsen (block)", "steady": "coarsen (block)", "wrong": "coarsen (block)",
+              "broken": "coarsen (block)", "broken2": "local tile", "third": "restrict", "trusted": "restrict",
+              "pruned": "local tile", "ref": "written"}
+    correct, failed = family_record(nodes, family.__getitem__)
+    assert correct == {"coarsen (block)": 3, "restrict": 1}
+    assert failed == {"coarsen (block)": 1, "local tile": 1}
