@@ -153,7 +153,8 @@ class RouteStep:
             assert fc is not None
             family = self.family_of(key)
             items.append(replace(routing_input(key, fc, incumbent, beliefs.get(key)), family=family,
-                                 family_measured=measured[family], family_failed=failed[family]))
+                                 family_measured=measured[family], family_failed=failed[family],
+                                 run_measured=sum(measured.values()) + sum(failed.values())))
         return items
 
     def family_of(self, key: str) -> str:

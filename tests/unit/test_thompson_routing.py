@@ -222,17 +222,29 @@ def test_a_family_whose_child_failed_is_covered_and_no_longer_put_first() -> Non
 def test_a_failing_family_is_drawn_as_often_as_it_may_measure_correct(correct: int, failed: int) -> None:
     """The Thompson draw is joint with correctness: a child whose family failed ``failed`` times and measured
     correct ``correct`` times draws -inf (worth nothing) with probability 1 - (correct + 1) / (correct + failed
-    + 1), over seeds; with no failure it never does."""
+    + 1), over rounds; with no failure it never does."""
     child = replace(_item("c", 0.5, 0.3, family="coarsen (block)"), family_measured=correct, family_failed=failed)
     n = 2000
-    worthless = sum(thompson_draw(child, seed) == -math.inf for seed in range(n)) / n
+    worthless = sum(thompson_draw(replace(child, run_measured=r), 0) == -math.inf for r in range(n)) / n
     expected = 1 - (correct + 1) / (correct + failed + 1)
     assert worthless == pytest.approx(expected, abs=4 * math.sqrt(expected * (1 - expected) / n))
     assert child.p_correct == pytest.approx(1 - expected)
     clean = replace(child, family_failed=0)
-    assert all(thompson_draw(clean, seed) > -math.inf for seed in range(200))
+    assert all(thompson_draw(replace(clean, run_measured=r), 0) > -math.inf for r in range(200))
     unknown = replace(child, family="")  # children of no known family share no record
     assert unknown.p_correct == 1.0
+
+
+def test_siblings_share_their_familys_correctness_draw() -> None:
+    """Correctness is a fact about the family on this kernel: in one round its siblings all draw "incorrect" or
+    none does (a draw per child let one of ten through in nearly every round), and the next round draws anew."""
+    siblings = [replace(_item(f"s{i}", 0.5, 0.3, family="coarsen (cyclic)"), family_failed=3) for i in range(10)]
+    verdicts = []
+    for run_measured in range(100):
+        worthless = {thompson_draw(replace(s, run_measured=run_measured), 7) == -math.inf for s in siblings}
+        assert len(worthless) == 1
+        verdicts.append(worthless.pop())
+    assert 55 < sum(verdicts) < 95  # P(incorrect) = 3/4 per round
 
 
 def test_a_child_drawn_incorrect_is_not_measured_in_turn() -> None:
@@ -240,7 +252,7 @@ def test_a_child_drawn_incorrect_is_not_measured_in_turn() -> None:
     four times (P(correct) 1/5) is passed over by an untried one in most rounds, whatever the forecasts say."""
     later = 0
     for seed in range(200):
-        failing = replace(_item("f", 1.0, 0.5, family="coarsen (block)"), family_failed=4)
+        failing = replace(_item("f", 1.0, 0.5, family="coarsen (block)"), family_failed=4, run_measured=seed)
         fresh = _item("g", 1.0, 0.3, family="restrict")  # its draw beats the reference in all but 0.05 % of rounds
         ordered, _ = led_order([failing, fresh], seed, lead=0.0)
         later += ordered[0].hash == "g"
