@@ -257,3 +257,23 @@ def test_a_child_drawn_incorrect_is_not_measured_in_turn() -> None:
         ordered, _ = led_order([failing, fresh], seed, lead=0.0)
         later += ordered[0].hash == "g"
     assert later > 140  # f goes first only when its draw says correct (P 0.2): about 160 of 200 (without: none)
+
+
+def test_a_doubtful_family_gets_one_child_a_round() -> None:
+    """A family that failed here more often than it measured correct gets one measurement a round, whatever its
+    draws say, so its siblings wait for that child's outcome; the rest of the round goes elsewhere, and the
+    siblings are dropped (carried over), not pruned. A family with more correct measurements than failures
+    keeps the ordinary rule."""
+    failing = [replace(_item(f"f{i}", 2.0 - 0.01 * i, 0.1, family="coarsen (block)"), family_failed=1)
+               for i in range(6)]
+    others = [replace(_item(f"o{i}", 0.1, 0.1, family="unroll"), family_measured=3) for i in range(6)]
+    for run_measured in range(40):  # rounds in which the family draws "correct" and in which it does not
+        items = [replace(it, run_measured=run_measured) for it in [*failing, *others]]
+        out = SelectiveRouter(measure_per_round=4, audit_rate=0.0).route(items, can_measure=4)
+        measured = [k for k, r in out.items() if r.decision == "measure"]
+        assert len(measured) == 4 and sum(k.startswith("f") for k in measured) <= 1, out
+        held = [r for k, r in out.items() if k.startswith("f") and k not in measured]
+        assert all(r.decision == "drop" for r in held)
+    healthy = [replace(it, family_measured=2, run_measured=0) for it in failing] + others
+    out = SelectiveRouter(measure_per_round=4, audit_rate=0.0).route(healthy, can_measure=4)
+    assert sum(k.startswith("f") and r.decision == "measure" for k, r in out.items()) == 4
