@@ -292,11 +292,26 @@ def unproven_family(item: RoutingInput) -> bool:
 
 
 def doubtful_family(item: RoutingInput) -> bool:
-    """Whether the item's family failed in this run more often than it measured correct (P(correct) <= 1/2): a
-    round measures one child of such a family, and its siblings wait for that child's outcome. A round of four
-    measurements otherwise put all four into a failing family whenever its shared correctness draw said "correct"
-    (:func:`thompson_draw`): 12 of 25 measurements on a held-out kernel with a coarsening bug put back."""
+    """Whether the item's family failed in this run more often than it measured correct (P(correct) <= 1/2)."""
     return bool(item.family) and item.family_failed > item.family_measured
+
+
+def doubtful_siblings_last(ordered: list[RoutingInput]) -> tuple[list[RoutingInput], set[str]]:
+    """``ordered`` with every child of a doubtful family but its first moved to the end (in their order), and the
+    hashes moved: a round measures one child of such a family while it has other children to measure, and the
+    siblings wait for that child's outcome. A round of four measurements otherwise put all four into a failing
+    family whenever its shared correctness draw said "correct" (:func:`thompson_draw`): 12 of 25 measurements on
+    a held-out kernel with a coarsening bug put back. A round with nothing else to measure still measures them
+    (a generator that only writes kernels, an LLM's, is one family)."""
+    probed: set[str] = set()  # doubtful families whose first child keeps its place
+    waiting: set[str] = set()
+    for item in ordered:
+        if not doubtful_family(item):
+            continue
+        if item.family in probed:
+            waiting.add(item.hash)
+        probed.add(item.family)
+    return [*(it for it in ordered if it.hash not in waiting), *(it for it in ordered if it.hash in waiting)], waiting
 
 
 def coverage_first(ranked: list[RoutingInput], limit: int | None = None) -> list[RoutingInput]:
@@ -398,10 +413,9 @@ class SelectiveRouter:
         lead_why = f"the forecasts lead {lead:.0%} of the round's deferred children: " + \
             (f"the rank skill they showed (they claim {claimed:.0%})" if by_gain else
              "the share of their variance they claim") + (f"; {skill.text()}" if skill is not None else "")
-        deferred = coverage_first(ordered, coverage_room(self.budget, can_measure - trial))
+        deferred, waiting = doubtful_siblings_last(coverage_first(ordered, coverage_room(self.budget, can_measure - trial)))
         limit = min(self.measure_per_round, can_measure - trial)
         in_turn = 0  # deferred children and audits of trusted decisions
-        probed: set[str] = set()  # doubtful families with a child measured this round
         for item in deferred:
             p = item.p_beat
             why = ("forecast failed: deferred to hardware" if item.failed else
@@ -417,20 +431,18 @@ class SelectiveRouter:
                         if item.family_failed else "")) + \
                       f"; forecasts about it are not trusted before {MIN_FAMILY_EVIDENCE} correct " \
                       f"(P(beat incumbent {item.incumbent:.3g}x) = {p:.3f}): deferred to hardware"
-            if in_turn < limit and doubtful_family(item) and item.family in probed:
-                out[item.hash] = Routed("drop", f"deferred, but one child a round of a family that failed here more "
-                                                f"often than it measured correct ({item.family}: "
-                                                f"{item.family_failed} failed, {item.family_measured} correct)", p)
-                continue
             if in_turn < limit:
-                if doubtful_family(item):
-                    probed.add(item.family)
                 placed_by = "the round's order" if item.hash in by_design else \
                     f"expected gain {item.gain:.3g}" if by_gain else \
                     f"Thompson draw {math.exp(min(thompson_draw(item, self.seed), 700.0)):.3g}x"
                 why += f" ({placed_by}; {lead_why})"
                 out[item.hash] = Routed("measure", why, p)
                 in_turn += 1
+            elif item.hash in waiting:
+                out[item.hash] = Routed("drop", f"deferred, but a family that failed here more often than it measured "
+                                                f"correct ({item.family}: {item.family_failed} failed, "
+                                                f"{item.family_measured} correct) gets one child a round while others "
+                                                "wait: its siblings wait for that child's outcome", p)
             else:
                 cap = "the budget is exhausted" if in_turn + trial >= can_measure else "beyond this round's measurement cap"
                 out[item.hash] = Routed("drop", f"{why}, but {cap}" if item.hash in untried else f"deferred, but {cap}", p)

@@ -260,10 +260,10 @@ def test_a_child_drawn_incorrect_is_not_measured_in_turn() -> None:
 
 
 def test_a_doubtful_family_gets_one_child_a_round() -> None:
-    """A family that failed here more often than it measured correct gets one measurement a round, whatever its
-    draws say, so its siblings wait for that child's outcome; the rest of the round goes elsewhere, and the
-    siblings are dropped (carried over), not pruned. A family with more correct measurements than failures
-    keeps the ordinary rule."""
+    """A family that failed here more often than it measured correct gets one measurement a round while others
+    have children to measure, whatever its draws say, so its siblings wait for that child's outcome; they are
+    dropped (carried over), not pruned. A family with as many correct measurements as failures keeps the
+    ordinary rule, and a round with nothing else to measure still measures the siblings."""
     failing = [replace(_item(f"f{i}", 2.0 - 0.01 * i, 0.1, family="coarsen (block)"), family_failed=1)
                for i in range(6)]
     others = [replace(_item(f"o{i}", 0.1, 0.1, family="unroll"), family_measured=3) for i in range(6)]
@@ -274,6 +274,9 @@ def test_a_doubtful_family_gets_one_child_a_round() -> None:
         assert len(measured) == 4 and sum(k.startswith("f") for k in measured) <= 1, out
         held = [r for k, r in out.items() if k.startswith("f") and k not in measured]
         assert all(r.decision == "drop" for r in held)
-    healthy = [replace(it, family_measured=2, run_measured=0) for it in failing] + others
+        assert sum("siblings wait" in r.reason for r in held) == 5
+    healthy = [replace(it, family_measured=1, run_measured=0) for it in failing] + others
     out = SelectiveRouter(measure_per_round=4, audit_rate=0.0).route(healthy, can_measure=4)
     assert sum(k.startswith("f") and r.decision == "measure" for k, r in out.items()) == 4
+    alone = SelectiveRouter(measure_per_round=4, audit_rate=0.0).route(failing, can_measure=4)
+    assert sum(r.decision == "measure" for r in alone.values()) == 4  # nothing else to measure: no slot left empty
