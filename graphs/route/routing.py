@@ -100,22 +100,37 @@ def measure_order(item: RoutingInput) -> tuple[float, float, str]:
     """Sort key by expected gain over the incumbent, highest first, a child that may measure incorrect gaining
     nothing (then the expected log speedup, then the hash, so the order is total): the order of the leftovers a
     run measures after its generator ran dry."""
-    return -item.p_correct * item.gain, -item.expected_log_speedup, item.hash
+    value = item.gain * item.p_correct if item.gain > 0 else item.gain
+    return -value, -item.expected_log_speedup, item.hash
 
 
-def thompson_draw(item: RoutingInput, seed: int) -> float:
+def drawn_incorrect(item: RoutingInput, seed: int) -> bool:
+    """Whether this round's draw of the item's family says its children measure incorrect, with probability
+    1 - :attr:`RoutingInput.p_correct` (never for a family without a failure here). Drawn once per family and state
+    of the run, shared by the siblings: a transformation that is wrong for a kernel is wrong for all of them, and a
+    draw per child let one of ten siblings through in nearly every round (on a held-out kernel, 9-10 of 25
+    measurements still went to failing families, against 15-16 without the rule). Reproducible per run seed and
+    state, so a resumed run draws as the killed one did."""
+    if not item.family_failed:
+        return False
+    key = f"correct:{item.family}:{item.family_measured}:{item.family_failed}:{item.run_measured}"
+    return audit_draw(key, seed) >= item.p_correct
+
+
+def several_families(items: list[RoutingInput]) -> bool:
+    """Whether a round's children span more than one family: only then does a family's correctness draw tell
+    them apart (a template's points are one family, and so are an LLM's kernels)."""
+    return len({item.family for item in items}) > 1
+
+
+def thompson_draw(item: RoutingInput, seed: int, correctness: bool = True) -> float:
     """One draw of ln S from the item's forecast (its continuous belief, else its bins), reproducible per run seed,
     candidate and state of the evidence (the incumbent, the family's measurements), so a resumed run routes as
-    the killed one did. A failed forecast without bins draws its expected log speedup. The draw is joint with
-    whether the child measures correct (:attr:`RoutingInput.p_correct`): a draw of "incorrect" is -inf, worth
-    nothing, so a family that keeps failing is measured ever less often, never excluded. Correctness is drawn once
-    per family and state of the run, shared by the siblings in it: a transformation that is wrong for a kernel is
-    wrong for all of them, and a draw per child let one of ten siblings through in nearly every round (on a held-out
-    kernel, 9-10 of 25 measurements still went to failing families, against 15-16 without the rule)."""
-    if item.family_failed:
-        key = f"correct:{item.family}:{item.family_measured}:{item.family_failed}:{item.run_measured}"
-        if audit_draw(key, seed) >= item.p_correct:
-            return -math.inf
+    the killed one did. A failed forecast without bins draws its expected log speedup. With ``correctness`` the draw
+    is joint with whether the child measures correct (:func:`drawn_incorrect`): a draw of "incorrect" is -inf,
+    worth nothing, so a family that keeps failing is measured ever less often, never excluded."""
+    if correctness and drawn_incorrect(item, seed):
+        return -math.inf
     if len(item.probabilities) != 8 and not item.continuous:
         return item.expected_log_speedup
     u = audit_draw(f"thompson:{item.hash}:{item.incumbent:.9g}:{item.family_measured}", seed)
@@ -185,13 +200,16 @@ def led_order(items: list[RoutingInput], seed: int, lead: float, by_gain: bool =
     whether a candidate is worth trying), in turn, and the others after them: where the forecasts are flat, about
     every other proposal passes, so the generator's space-filling order survives; where a forecaster is sure a
     proposal cannot beat the incumbent (P(beat) 0.002 for a point measured at 0.28x beside a 6.7x incumbent, in
-    the built-in router bench) it is not spent on in turn. A failed forecast, which has no draw, passes, unless
-    its draw said it would measure incorrect."""
+    the built-in router bench) it is not spent on in turn. A failed forecast, which has no draw, passes. Children
+    whose family drew "incorrect" (:func:`drawn_incorrect`, in a round of several families) neither pass nor take
+    a forecast's place before every other child has one."""
     if len({item.hash for item in items}) != len(items):
         raise ValueError("led_order needs distinct candidates: a hash appears twice")
-    draws = {item.hash: thompson_draw(item, seed) for item in items}
-    drawn = sorted(items, key=measure_order) if by_gain else _by_draw(items, draws)
-    in_turn = sorted(items, key=lambda it: not _draw_passes(it, draws[it.hash]))  # stable: passing ones first
+    correctness = several_families(items)
+    wrong = {item.hash for item in items if correctness and drawn_incorrect(item, seed)}
+    draws = {item.hash: thompson_draw(item, seed, correctness) for item in items}
+    drawn = sorted(items, key=lambda it: (it.hash in wrong, measure_order(it))) if by_gain else _by_draw(items, draws)
+    in_turn = sorted(items, key=lambda it: it.hash in wrong or not _draw_passes(it, draws[it.hash]))  # passing first
     design_share = 1.0 - min(max(lead, 0.0), 1.0)
     out: list[RoutingInput] = []
     by_design: set[str] = set()
@@ -209,10 +227,7 @@ def led_order(items: list[RoutingInput], seed: int, lead: float, by_gain: bool =
 
 
 def _draw_passes(item: RoutingInput, draw: float) -> bool:
-    """Whether the item's Thompson draw says it beats its incumbent (a failed forecast, drawing nothing, passes;
-    a draw of "incorrect", -inf, does not)."""
-    if draw == -math.inf:
-        return False
+    """Whether the item's Thompson draw says it beats its incumbent (a failed forecast, drawing nothing, passes)."""
     return item.failed or not math.isfinite(draw) or draw > math.log(max(item.incumbent, 1e-12))
 
 
@@ -301,10 +316,12 @@ def doubtful_siblings_last(ordered: list[RoutingInput]) -> tuple[list[RoutingInp
     hashes moved: a round measures one child of such a family while it has other children to measure, and the
     siblings wait for that child's outcome. A round of four measurements otherwise put all four into a failing
     family whenever its shared correctness draw said "correct" (:func:`thompson_draw`): 12 of 25 measurements on
-    a held-out kernel with a coarsening bug put back. A round with nothing else to measure still measures them
-    (a generator that only writes kernels, an LLM's, is one family)."""
+    a held-out kernel with a coarsening bug put back. A round with nothing else to measure still measures them,
+    and a round of one family is left as it is (a template's points are one family, and so are an LLM's kernels)."""
     probed: set[str] = set()  # doubtful families whose first child keeps its place
     waiting: set[str] = set()
+    if not several_families(ordered):
+        return ordered, waiting
     for item in ordered:
         if not doubtful_family(item):
             continue
@@ -355,7 +372,7 @@ class SelectiveRouter:
     share of the round they lead, the generator's order the rest: by expected gain for the share of rank skill
     they have shown on this run's measured children, :mod:`forecast_skill`, where that exceeds what they claim,
     else by Thompson draw for the share they claim, ``forecast_lead``; after one representative of each family not
-    measured yet, within COVERAGE_SHARE of the budget).
+    tried yet, within COVERAGE_SHARE of the budget).
 
     A child is pruned when p = P(S_child > S_incumbent) <= ``trust.prune_below`` and accepted as an
     unverified node (expandable, never reported until measured) when p >= ``trust.accept_above``; without
@@ -415,6 +432,7 @@ class SelectiveRouter:
              "the share of their variance they claim") + (f"; {skill.text()}" if skill is not None else "")
         deferred, waiting = doubtful_siblings_last(coverage_first(ordered, coverage_room(self.budget, can_measure - trial)))
         limit = min(self.measure_per_round, can_measure - trial)
+        correct_draws = several_families(deferred)  # as led_order drew them
         in_turn = 0  # deferred children and audits of trusted decisions
         for item in deferred:
             p = item.p_beat
@@ -432,9 +450,11 @@ class SelectiveRouter:
                       f"; forecasts about it are not trusted before {MIN_FAMILY_EVIDENCE} correct " \
                       f"(P(beat incumbent {item.incumbent:.3g}x) = {p:.3f}): deferred to hardware"
             if in_turn < limit:
-                placed_by = "the round's order" if item.hash in by_design else \
+                placed_by = f"its family drew incorrect (P(correct) {item.p_correct:.2f}): placed after the " \
+                    "children that drew correct" if correct_draws and drawn_incorrect(item, self.seed) else \
+                    "the round's order" if item.hash in by_design else \
                     f"expected gain {item.gain:.3g}" if by_gain else \
-                    f"Thompson draw {math.exp(min(thompson_draw(item, self.seed), 700.0)):.3g}x"
+                    f"Thompson draw {math.exp(min(thompson_draw(item, self.seed, correct_draws), 700.0)):.3g}x"
                 why += f" ({placed_by}; {lead_why})"
                 out[item.hash] = Routed("measure", why, p)
                 in_turn += 1

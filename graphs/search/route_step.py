@@ -6,11 +6,9 @@ trial audits of a replayed threshold on probation (:meth:`MeasureStep.measure_ch
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from kernelcast.agents.forecast.base import Provenance
-from kernelcast.agents.generate.families import transformation_family
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.route.risk_control import TrustThresholds
@@ -18,6 +16,7 @@ from kernelcast.graphs.route.routing import Routed, RoutingInput, acts_on, unpro
 from kernelcast.graphs.route.trust import last_routes, stage_of, trust_for
 from kernelcast.graphs.search.budget import Budget
 from kernelcast.graphs.search.confirm import Confirmer
+from kernelcast.graphs.search.family_book import FamilyBook
 from kernelcast.graphs.search.measure_step import MeasureStep
 from kernelcast.graphs.search.result import run_skill
 from kernelcast.graphs.search.tree import (
@@ -26,7 +25,6 @@ from kernelcast.graphs.search.tree import (
     NodeRecord,
     SearchState,
     TreeEdit,
-    family_record,
     incumbent_of,
 )
 
@@ -53,7 +51,7 @@ class RouteStep:
         self.budget = budget
         self.confirmer = confirmer
         self.measuring = measuring
-        self._families: dict[str, str] = {}  # candidate hash -> transformation family
+        self.families = FamilyBook(ctx.store)
 
     @property
     def certify_group(self) -> str:
@@ -146,23 +144,12 @@ class RouteStep:
         wanted = set(children)
         beliefs = {key: Provenance.model_validate(r.provenance)  # ln S mean/sd, when known
                    for key, r in self.ctx.store.latest_forecasts(self.ctx.run_id).items() if key in wanted}
-        measured, failed = family_record(nodes, self.family_of)
         items = []
         for key in children:
             fc = nodes[key]["forecast"]
             assert fc is not None
-            family = self.family_of(key)
-            items.append(replace(routing_input(key, fc, incumbent, beliefs.get(key)), family=family,
-                                 family_measured=measured[family], family_failed=failed[family],
-                                 run_measured=sum(measured.values()) + sum(failed.values())))
-        return items
-
-    def family_of(self, key: str) -> str:
-        """A node's transformation family (agents.generate.families), read once per candidate from the store."""
-        if key not in self._families:
-            candidate = self.ctx.store.candidate(key)
-            self._families[key] = transformation_family(candidate) if candidate is not None else ""
-        return self._families[key]
+            items.append(routing_input(key, fc, incumbent, beliefs.get(key)))
+        return self.families.annotate(items, nodes)
 
     def trust_now(self, children: list[str]) -> tuple[TrustThresholds, int, int]:
         """(the thresholds a round of ``children`` may trust, the audits it may spend, the run's stage)."""

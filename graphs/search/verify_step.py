@@ -17,6 +17,7 @@ from kernelcast.graphs.route.routing import measure_order
 from kernelcast.graphs.route.trust import last_routes
 from kernelcast.graphs.search.budget import Budget
 from kernelcast.graphs.search.confirm import Confirmer
+from kernelcast.graphs.search.family_book import FamilyBook
 from kernelcast.graphs.search.forecasting import ForecastStep
 from kernelcast.graphs.search.measure_step import MeasureStep
 from kernelcast.graphs.search.route_step import routing_input
@@ -46,6 +47,7 @@ class VerifyStep:
         self.confirmer = confirmer
         self.measuring = measuring
         self.forecasting = forecasting
+        self.families = FamilyBook(ctx.store)
 
     def verify(self, state: SearchState) -> dict[str, Any]:
         """Spend what is left (the reserve) measuring the most promising unverified nodes."""
@@ -129,9 +131,9 @@ class VerifyStep:
             return None
         self.forecasting.teach()
         incumbent, _ = incumbent_of(nodes, best)
-        items = [routing_input(key, node_forecast(fc), incumbent, fc.provenance)
-                 for key, fc in zip(keys, self.forecasting.forecasts(keys))]
-        pick = min(items, key=measure_order)  # highest expected gain: one at a time, each on a fresh forecast
+        items = self.families.annotate([routing_input(key, node_forecast(fc), incumbent, fc.provenance)
+                                        for key, fc in zip(keys, self.forecasting.forecasts(keys))], nodes)
+        pick = min(items, key=measure_order)  # highest expected gain, times P(correct): one at a time, each fresh
         self.ctx.emit(ev.Leftover(untried=len(keys), spent=self.budget.spent(), gain=pick.gain, p_beat=pick.p_beat,
                                   incumbent=incumbent), candidate_hash=pick.hash)
         return pick.hash

@@ -17,6 +17,7 @@ from kernelcast.graphs.route.routing import (
     SelectiveRouter,
     TopKRouter,
     coverage_room,
+    doubtful_family,
     forecast_lead,
     led_order,
     measure_order,
@@ -148,6 +149,31 @@ def test_family_coverage_keeps_every_invariant(items, can_measure, trust, k, bud
         jumped = [it for it in uncertain if it.hash not in reached]
         assert len(jumped) <= room
         assert all(it.family and it.family_measured == 0 for it in jumped)
+
+
+@settings(max_examples=200, deadline=None)
+@given(items=routing_inputs(), can_measure=st.integers(0, 30), trust=thresholds, k=st.integers(1, 8),
+       audits=st.integers(0, 5), families=st.lists(st.sampled_from(["a", "b", "c"]), min_size=24, max_size=24),
+       records=st.fixed_dictionaries({f: st.tuples(st.integers(0, 3), st.integers(0, 4)) for f in "abc"}),
+       run=st.integers(0, 40))
+def test_family_failures_keep_every_invariant(items, can_measure, trust, k, audits, families, records, run) -> None:
+    """With families that failed here: one decision each, the caps kept, and a doubtful family (more failures
+    than correct measurements) gets a second child measured in a round of several families only once every
+    deferred child of the other families has a place."""
+    items = [replace(it, family=families[i], family_measured=records[families[i]][0],
+                     family_failed=records[families[i]][1], run_measured=run) for i, it in enumerate(items)]
+    out = SelectiveRouter(measure_per_round=k, seed=1, budget=24).route(items, can_measure, trust=trust, audits=audits)
+    assert set(out) == {it.hash for it in items}
+    assert len([r for r in out.values() if r.decision == "measure"]) <= can_measure
+    uncertain = [it for it in items if not out[it.hash].trusted_as]
+    measured = [it for it in uncertain if out[it.hash].decision == "measure"]
+    assert len(measured) <= k
+    if len({it.family for it in uncertain}) < 2:
+        return
+    for family in "abc":
+        mine = [it for it in measured if it.family == family]
+        if len(mine) > 1 and doubtful_family(mine[0]):
+            assert all(out[it.hash].decision == "measure" for it in uncertain if not doubtful_family(it)), out
 
 
 @settings(max_examples=200, deadline=None)

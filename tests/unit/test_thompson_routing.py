@@ -14,8 +14,10 @@ from kernelcast.agents.forecast.distributions import LOG_LOWER, LOG_UPPER, log_s
 from kernelcast.graphs.route.routing import (
     RoutingInput,
     SelectiveRouter,
+    drawn_incorrect,
     forecast_lead,
     led_order,
+    measure_order,
     thompson_draw,
     thompson_order,
 )
@@ -275,8 +277,47 @@ def test_a_doubtful_family_gets_one_child_a_round() -> None:
         held = [r for k, r in out.items() if k.startswith("f") and k not in measured]
         assert all(r.decision == "drop" for r in held)
         assert sum("siblings wait" in r.reason for r in held) == 5
-    healthy = [replace(it, family_measured=1, run_measured=0) for it in failing] + others
-    out = SelectiveRouter(measure_per_round=4, audit_rate=0.0).route(healthy, can_measure=4)
-    assert sum(k.startswith("f") and r.decision == "measure" for k, r in out.items()) == 4
+    most = 0  # a family as often correct as failed is no doubtful one: in rounds it draws correct, it takes all
+    for run_measured in range(10):
+        healthy = [replace(it, family_measured=1, run_measured=run_measured) for it in failing] + others
+        out = SelectiveRouter(measure_per_round=4, audit_rate=0.0).route(healthy, can_measure=4)
+        most = max(most, sum(k.startswith("f") and r.decision == "measure" for k, r in out.items()))
+    assert most == 4
     alone = SelectiveRouter(measure_per_round=4, audit_rate=0.0).route(failing, can_measure=4)
     assert sum(r.decision == "measure" for r in alone.values()) == 4  # nothing else to measure: no slot left empty
+
+
+def test_a_round_of_one_family_draws_no_correctness() -> None:
+    """A family's shared correctness draw tells its children apart by nothing when the round has no other
+    family (a template's points, an LLM's kernels): the round is ordered as if nothing had failed."""
+    items = [replace(_item(f"t{i}", 0.2 * i, 0.5, family="template"), family_measured=3) for i in range(8)]
+    sunk = next(r for r in range(50) if drawn_incorrect(replace(items[0], family_failed=2, run_measured=r), 0))
+    failing = [replace(it, family_failed=2, run_measured=sunk) for it in items]  # a round the family drew incorrect
+    for lead in (0.0, 0.5, 1.0):
+        assert [it.hash for it in led_order(failing, 0, lead)[0]] == [it.hash for it in led_order(items, 0, lead)[0]]
+
+
+def test_children_drawn_incorrect_take_no_place_the_forecasts_lead_by_gain() -> None:
+    """Leading by expected gain (the forecasts showed rank skill), the children of a family that drew "incorrect"
+    this round come after every other child, however high their gain; in rounds it draws correct, they lead."""
+    strong = [replace(_item(f"s{i}", 1.5, 0.3, family="coarsen (cyclic)"), family_measured=3, family_failed=2)
+              for i in range(3)]
+    weak = [_item(f"w{i}", 0.3, 0.3, family="unroll") for i in range(3)]
+    seen = set()
+    for run_measured in range(30):
+        round_ = [replace(it, run_measured=run_measured) for it in [*strong, *weak]]
+        order = [it.hash for it in led_order(round_, 0, lead=1.0, by_gain=True)[0]]
+        wrong = drawn_incorrect(round_[0], 0)
+        assert order == (["w0", "w1", "w2", "s0", "s1", "s2"] if wrong else ["s0", "s1", "s2", "w0", "w1", "w2"])
+        seen.add(wrong)
+    assert seen == {True, False}
+
+
+def test_the_leftovers_weigh_gain_by_the_chance_of_a_correct_result() -> None:
+    """After the generator ran dry, leftovers go by expected gain times P(correct): a child of a family that failed
+    twice and measured correct once (P(correct) 1/2) comes after a clean one that promises less."""
+    failing = replace(_item("f", 0.9, 0.3, family="coarsen (block)"), family_measured=1, family_failed=2)
+    clean = _item("c", 0.6, 0.3, family="unroll")
+    assert failing.gain > clean.gain and failing.p_correct * failing.gain < clean.gain
+    assert min([failing, clean], key=measure_order).hash == "c"
+    assert min([replace(failing, family_failed=0), clean], key=measure_order).hash == "f"
