@@ -400,8 +400,8 @@ class SelectiveRouter:
         on_trial: list[tuple[RoutingInput, Routed]] = []  # would be trusted by a side on probation
         for item in items:
             p, verdict = item.p_beat, trust.verdict(item.p_beat)
-            if verdict is None or unproven_family(item):
-                deferred.append(item)
+            if verdict is None or unproven_family(item) or (verdict == "accept" and doubtful_family(item)):
+                deferred.append(item)  # an accepted child is expanded before it is measured: not one likely wrong
                 continue
             sign = "<=" if verdict == "prune" else ">="
             bound = trust.prune_below if verdict == "prune" else trust.accept_above
@@ -442,6 +442,9 @@ class SelectiveRouter:
             if item.hash in untried:
                 why = f"P(beat incumbent {item.incumbent:.3g}x) = {p:.3f}: the replayed {trust.verdict(p)} threshold " \
                       "is on probation (not trusted until audited here): deferred to hardware"
+            elif p is not None and trust.verdict(p) == "accept" and doubtful_family(item):
+                why = f"P(beat incumbent {item.incumbent:.3g}x) = {p:.3f} would be accepted, but its family " \
+                      f"({item.family}) failed here more often than it measured correct: deferred to hardware"
             elif p is not None and unproven_family(item):
                 why = (f"first of its family ({item.family}) in this run" if not item.family_tried else
                        f"its family ({item.family}) has {item.family_measured} correct measurement(s) here" +
@@ -483,9 +486,9 @@ class SelectiveRouter:
     def _spend_spare(trusted: list[tuple[RoutingInput, Routed]], out: dict[str, Routed], room: int) -> None:
         """A round with nothing uncertain would leave its measurements unspent, and a budget saved by pruning
         buys nothing once the generator runs dry: measure the pruned children most likely to beat the
-        incumbent (highest p) instead. They count as measurements, not as trusted decisions or audits."""
+        incumbent (highest p times P(correct)) instead. They count as measurements, not as trusted decisions or audits."""
         pruned = [(item, routed) for item, routed in trusted if out[item.hash] is routed and routed.decision == "prune"]
-        pruned.sort(key=lambda pair: (-(pair[1].p_beat or 0.0), -pair[0].gain, pair[0].hash))
+        pruned.sort(key=lambda pair: (-(pair[1].p_beat or 0.0) * pair[0].p_correct, -pair[0].gain, pair[0].hash))
         for item, routed in pruned[:max(0, room)]:
             out[item.hash] = Routed("measure", f"nothing uncertain this round: measuring the most promising pruned "
                                                f"child instead of leaving the budget unspent ({routed.reason})",

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from kernelcast.agents.forecast.distributions import LOG_LOWER, LOG_UPPER, log_speedup_quantile, lognormal_bins
+from kernelcast.graphs.route.risk_control import TrustThresholds
 from kernelcast.graphs.route.routing import (
     RoutingInput,
     SelectiveRouter,
@@ -321,3 +322,29 @@ def test_the_leftovers_weigh_gain_by_the_chance_of_a_correct_result() -> None:
     assert failing.gain > clean.gain and failing.p_correct * failing.gain < clean.gain
     assert min([failing, clean], key=measure_order).hash == "c"
     assert min([replace(failing, family_failed=0), clean], key=measure_order).hash == "f"
+
+
+def test_no_child_of_a_doubtful_family_is_accepted_on_its_forecast() -> None:
+    """An accepted child is expanded before it is measured: thresholds that would accept every child accept the
+    children of a proven family and defer those of a family that failed here more often than it measured correct
+    (pruning stays allowed: a child likely wrong and likely slow is not worth a measurement)."""
+    trust = TrustThresholds(accept_above=0.5, prune_below=0.01, risk=0.1, n_calibration=500)
+    proven = replace(_item("p", 2.0, 0.2, family="unroll"), family_measured=3)
+    doubtful = replace(_item("d", 2.0, 0.2, family="coarsen (block)"), family_measured=2, family_failed=3)
+    out = SelectiveRouter(measure_per_round=4, audit_rate=0.0).route([proven, doubtful], can_measure=4, trust=trust)
+    assert out["p"].decision == "accept" and out["p"].trusted
+    assert not out["d"].trusted and out["d"].decision == "measure"
+    assert "would be accepted, but its family" in out["d"].reason
+    slow = replace(doubtful, hash="s", log_mean=-3.0, expected_log_speedup=-3.0)
+    assert SelectiveRouter(audit_rate=0.0).route([proven, slow], can_measure=4, trust=trust)["s"].trusted_as == "prune"
+
+
+def test_a_round_without_uncertain_children_spends_spare_places_on_likely_correct_ones() -> None:
+    """Nothing uncertain: the round measures its most promising pruned children, P(beat) times P(correct)."""
+    trust = TrustThresholds(prune_below=0.9, risk=0.1, n_calibration=500)
+    clean = replace(_item("c", -0.3, 0.3, family="unroll"), family_measured=3)
+    failing = replace(_item("f", -0.25, 0.3, family="coarsen (block)"), family_measured=2, family_failed=3)
+    assert failing.p_beat > clean.p_beat and failing.p_beat * failing.p_correct < clean.p_beat
+    out = SelectiveRouter(measure_per_round=1, audit_rate=0.0).route([clean, failing], can_measure=1, trust=trust)
+    assert out["c"].decision == "measure" and out["c"].spare
+    assert out["f"].decision == "prune"
