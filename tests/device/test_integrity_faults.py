@@ -103,7 +103,12 @@ def children(pid: int) -> list[int]:
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    """CPU seconds the process has burnt; 0 for one that is gone (a short-lived child of the CLI, such as a
+    device probe, can exit between the listing of children and this read: the full suite once failed on it)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -130,9 +135,9 @@ def spinning_worker(parent: subprocess.Popen[str]) -> int:
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         assert parent.poll() is None, parent.communicate()
-        kids = children(parent.pid)
-        if kids and cpu_seconds(kids[0]) > 8.0:
-            return kids[0]
+        for kid in children(parent.pid):
+            if cpu_seconds(kid) > 8.0:
+                return kid
         time.sleep(0.5)
     raise AssertionError("the worker never reached the endless kernel")
 
