@@ -19,7 +19,7 @@ import hashlib
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 from kernelcast.agents.forecast.distributions import belief_gain, expected_gain, log_speedup_quantile, moments, p_beat
 from kernelcast.graphs.route.forecast_skill import ForecastSkill
@@ -185,10 +185,18 @@ def forecast_lead(items: list[RoutingInput]) -> float:
     return lead if math.isfinite(lead) else 1.0
 
 
-def led_order(items: list[RoutingInput], seed: int, lead: float, by_gain: bool = False
-              ) -> tuple[list[RoutingInput], set[str]]:
+class LedOrder(NamedTuple):
+    """A round's children as it measures them (:func:`led_order`), with why each stands where it does."""
+
+    ordered: list[RoutingInput]
+    by_design: set[str]  # placed by the round's order
+    drew_incorrect: set[str]  # their family drew "incorrect": placed after every child that drew correct
+
+
+def led_order(items: list[RoutingInput], seed: int, lead: float, by_gain: bool = False) -> LedOrder:
     """``items`` (in the round's order: this round's proposals in the generator's order, then children carried
-    over from earlier rounds) as the round measures them, and the hashes placed by that order: the forecasts' order
+    over from earlier rounds) as the round measures them, the hashes placed by that order, and those whose family
+    drew "incorrect": the forecasts' order
     and the round's order interleaved, a ``lead`` share of the places going to the forecasts' next pick, the rest
     to the round's next item (each taken once). Rounding gives the first place to the round's order whenever the
     lead is at most one half. The forecasts pick by Thompson draw, or with ``by_gain`` (forecasts that have shown
@@ -223,7 +231,7 @@ def led_order(items: list[RoutingInput], seed: int, lead: float, by_gain: bool =
         out.append(item)
         if from_design:
             by_design.add(item.hash)
-    return out, by_design
+    return LedOrder(out, by_design, wrong)
 
 
 def _draw_passes(item: RoutingInput, draw: float) -> bool:
@@ -353,10 +361,21 @@ def coverage_room(budget: int, can_measure: int) -> int | None:
     return max(0, can_measure - (budget - int(COVERAGE_SHARE * budget)))
 
 
-def acts_on(trust: TrustThresholds, p_beat: float | None, audits: int) -> bool:
-    """Whether a forecast with this P(beat) would be judged against the incumbent without a plain measurement:
-    trusted, or (its side on probation) audited for the trial, which needs audits left."""
-    side = trust.verdict(p_beat)
+def trusted_verdict(trust: TrustThresholds, item: RoutingInput) -> Literal["prune", "accept"] | None:
+    """The side ("prune" or "accept") the item's forecast may be trusted on, or None: nothing is trusted about a
+    family with too little evidence in this run (:func:`unproven_family`), and no child of a doubtful family is
+    accepted (an accepted child is expanded before it is measured: not one likely wrong). The router and the
+    route step's confirmation trigger read this one rule."""
+    verdict = trust.verdict(item.p_beat)
+    if verdict is None or unproven_family(item) or (verdict == "accept" and doubtful_family(item)):
+        return None
+    return verdict
+
+
+def acts_on(trust: TrustThresholds, item: RoutingInput, audits: int) -> bool:
+    """Whether the item's forecast would be judged against the incumbent without a plain measurement: trusted,
+    or (its side on probation) audited for the trial, which needs audits left."""
+    side = trusted_verdict(trust, item)
     return side is not None and (audits > 0 or not trust.on_probation(side))
 
 
@@ -399,9 +418,9 @@ class SelectiveRouter:
         trusted: list[tuple[RoutingInput, Routed]] = []
         on_trial: list[tuple[RoutingInput, Routed]] = []  # would be trusted by a side on probation
         for item in items:
-            p, verdict = item.p_beat, trust.verdict(item.p_beat)
-            if verdict is None or unproven_family(item) or (verdict == "accept" and doubtful_family(item)):
-                deferred.append(item)  # an accepted child is expanded before it is measured: not one likely wrong
+            p, verdict = item.p_beat, trusted_verdict(trust, item)
+            if verdict is None:
+                deferred.append(item)
                 continue
             sign = "<=" if verdict == "prune" else ">="
             bound = trust.prune_below if verdict == "prune" else trust.accept_above
@@ -426,13 +445,12 @@ class SelectiveRouter:
         shown = skill.shown if skill is not None else 0.0
         by_gain = shown > claimed  # the forecasts lead by the ranking skill they showed, not the share they claim
         lead = max(claimed, shown)
-        ordered, by_design = led_order(deferred, self.seed, lead, by_gain=by_gain)
+        ordered, by_design, drew_incorrect = led_order(deferred, self.seed, lead, by_gain=by_gain)
         lead_why = f"the forecasts lead {lead:.0%} of the round's deferred children: " + \
             (f"the rank skill they showed (they claim {claimed:.0%})" if by_gain else
              "the share of their variance they claim") + (f"; {skill.text()}" if skill is not None else "")
         deferred, waiting = doubtful_siblings_last(coverage_first(ordered, coverage_room(self.budget, can_measure - trial)))
         limit = min(self.measure_per_round, can_measure - trial)
-        correct_draws = several_families(deferred)  # as led_order drew them
         in_turn = 0  # deferred children and audits of trusted decisions
         for item in deferred:
             p = item.p_beat
@@ -454,10 +472,10 @@ class SelectiveRouter:
                       f"(P(beat incumbent {item.incumbent:.3g}x) = {p:.3f}): deferred to hardware"
             if in_turn < limit:
                 placed_by = f"its family drew incorrect (P(correct) {item.p_correct:.2f}): placed after the " \
-                    "children that drew correct" if correct_draws and drawn_incorrect(item, self.seed) else \
+                    "children that drew correct" if item.hash in drew_incorrect else \
                     "the round's order" if item.hash in by_design else \
                     f"expected gain {item.gain:.3g}" if by_gain else \
-                    f"Thompson draw {math.exp(min(thompson_draw(item, self.seed, correct_draws), 700.0)):.3g}x"
+                    f"Thompson draw {math.exp(min(thompson_draw(item, self.seed, correctness=False), 700.0)):.3g}x"
                 why += f" ({placed_by}; {lead_why})"
                 out[item.hash] = Routed("measure", why, p)
                 in_turn += 1

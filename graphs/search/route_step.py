@@ -12,7 +12,7 @@ from kernelcast.agents.forecast.base import Provenance
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.route.risk_control import TrustThresholds
-from kernelcast.graphs.route.routing import Routed, RoutingInput, acts_on, unproven_family
+from kernelcast.graphs.route.routing import Routed, RoutingInput, acts_on
 from kernelcast.graphs.route.trust import last_routes, stage_of, trust_for
 from kernelcast.graphs.search.budget import Budget
 from kernelcast.graphs.search.confirm import Confirmer
@@ -111,7 +111,7 @@ class RouteStep:
         while best is not None and nodes[best]["confirmed"] is None:
             # a confirmation bought before a kill replays the path that bought it, whatever the trigger says now
             stored = self.confirmer.spender.confirmed_before_a_kill(best)
-            if not stored and not any(acts_on(trust, it.p_beat, audits) and not unproven_family(it) for it in items):
+            if not stored and not any(acts_on(trust, it, audits) for it in items):
                 break  # nothing would be trusted or audited against it: nothing to confirm
             if not stored and (self.budget.confirmations == 0 or self.budget.allowance(nodes) < 1):
                 trust, audits = TrustThresholds(risk=ctx.config.risk), 0  # never trusted against one measurement

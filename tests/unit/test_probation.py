@@ -73,13 +73,13 @@ def test_on_probation_nothing_is_trusted_the_audits_go_to_its_would_be_decisions
     # with no audits left the side stays untrusted: nothing audited, nothing trusted
     spent = router.route(items, 10, trust=on_trial, audits=0)
     assert not any(r.audit or r.trusted for r in spent.values())
-    assert not acts_on(on_trial, out["slow0"].p_beat, 0) and acts_on(on_trial, out["slow0"].p_beat, 1)
+    assert not acts_on(on_trial, items[0], 0) and acts_on(on_trial, items[0], 1)
     # once passed, the same children are trusted, and audited only at the audit rate (0 here)
     passed = probation(REPLAYED, {"prune": [False, False]})
     after = router.route(items, 10, trust=passed, audits=2)
     assert sum(r.decision == "prune" and r.trusted for r in after.values()) == 12
     assert not any(r.audit for r in after.values())
-    assert acts_on(passed, out["slow0"].p_beat, 0)
+    assert acts_on(passed, items[0], 0)
 
 
 def test_the_trial_reads_the_tasks_audits_under_replayed_trust_on_the_device(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from kernelcast.graphs.route.risk_control import TrustThresholds
 from kernelcast.graphs.route.routing import (
     RoutingInput,
     SelectiveRouter,
+    acts_on,
     drawn_incorrect,
     forecast_lead,
     led_order,
@@ -125,7 +126,7 @@ def test_the_led_order_refuses_a_candidate_twice() -> None:
 @pytest.mark.parametrize("lead", [0.0, 0.25, 0.5, 0.8, 1.0])
 def test_the_led_order_interleaves_draws_and_proposals_in_the_lead_share(lead: float) -> None:
     items = [_item(f"c{i}", 0.1 * ((i * 7) % 10) - 0.5, 0.3) for i in range(10)]
-    order, by_design = led_order(items, 3, lead)
+    order, by_design, _ = led_order(items, 3, lead)
     assert sorted(it.hash for it in order) == sorted(it.hash for it in items)  # each once
     for n in range(1, 11):  # every prefix holds the lead's share of draws, to the nearest place
         assert abs(sum(it.hash not in by_design for it in order[:n]) - lead * n) <= 0.5 + 1e-9
@@ -257,7 +258,7 @@ def test_a_child_drawn_incorrect_is_not_measured_in_turn() -> None:
     for seed in range(200):
         failing = replace(_item("f", 1.0, 0.5, family="coarsen (block)"), family_failed=4, run_measured=seed)
         fresh = _item("g", 1.0, 0.3, family="restrict")  # its draw beats the reference in all but 0.05 % of rounds
-        ordered, _ = led_order([failing, fresh], seed, lead=0.0)
+        ordered, _, _ = led_order([failing, fresh], seed, lead=0.0)
         later += ordered[0].hash == "g"
     assert later > 140  # f goes first only when its draw says correct (P 0.2): about 160 of 200 (without: none)
 
@@ -337,6 +338,9 @@ def test_no_child_of_a_doubtful_family_is_accepted_on_its_forecast() -> None:
     assert "would be accepted, but its family" in out["d"].reason
     slow = replace(doubtful, hash="s", log_mean=-3.0, expected_log_speedup=-3.0)
     assert SelectiveRouter(audit_rate=0.0).route([proven, slow], can_measure=4, trust=trust)["s"].trusted_as == "prune"
+    # the route step confirms an incumbent only for what the router would trust against it: the same rule
+    assert acts_on(trust, proven, 0) and acts_on(trust, slow, 0) and not acts_on(trust, doubtful, 0)
+    assert not acts_on(trust, replace(proven, family_measured=0), 0), "nothing trusted about an unproven family"
 
 
 def test_a_round_without_uncertain_children_spends_spare_places_on_likely_correct_ones() -> None:
