@@ -4,13 +4,13 @@ For each held-out kernel (``bench/corpus/manifest.toml``: split "held-out"), bud
 session: kernelcast's selective, topk and measure-all routers each run the real graph (``start_run``, as
 ``bench/router_bench.py`` does) in a fresh store, as a new user's would be (the forecaster knows the shipped seed
 dataset, which holds no held-out kernel: ``tests/device/test_corpus.py``, and the run's own measurements). A fourth arm,
-random order, measures ``budget`` candidates drawn uniformly from the proposals the same generator made in the
-selective run (every candidate its store holds but the reference), one measurement each with the harness: what the
-budget buys without a forecaster.
+random order, spends ``budget`` on candidates drawn uniformly from the proposals the same generator made in the
+selective run (every candidate its store holds but the reference), one measurement each with the harness, keeping
+the routers' confirmations of its best: what the budget buys without a forecaster.
 
 Printed per kernel, budget and seed: each arm's best speedup (kernelcast's: the run's best, with its confirmation
-interval where it was confirmed, which may be below 1.0 when no candidate beat the reference; random: the best
-single measurement, 1.0 at least), selective / measure-all on what each run delivers (its best, or the
+interval where it was confirmed, which may be below 1.0 when no candidate beat the reference; random order's
+likewise), selective / measure-all on what each run delivers (its best, or the
 reference's 1.0 when nothing beat it: ``Arm.delivered``), the measurements selective needed to reach measure-all's
 best (within ``--tolerance``; its curve, as router_bench's, starts at the reference's 1.0), and the transformation
 families each arm measured, the selective run's forecast spread (``graphs/route/forecast_spread``: the median over its
@@ -53,8 +53,11 @@ from kernelcast.graphs.context import RunEnv  # noqa: E402
 from kernelcast.graphs.route.forecast_skill import ForecastSkill  # noqa: E402
 from kernelcast.graphs.route.forecast_spread import forecast_spread  # noqa: E402
 from kernelcast.graphs.run import start_run  # noqa: E402
+from kernelcast.graphs.search.budget import confirmations  # noqa: E402
+from kernelcast.graphs.search.result import ranked, shown_speedups  # noqa: E402
+from kernelcast.graphs.search.spender import confirmation_config  # noqa: E402
 from kernelcast.tools.core.candidate import Candidate  # noqa: E402
-from kernelcast.tools.core.measurement import MeasureConfig  # noqa: E402
+from kernelcast.tools.core.measurement import MeasureConfig, Measurement  # noqa: E402
 from kernelcast.tools.core.task import Task, load_task  # noqa: E402
 from kernelcast.tools.hardware.worker import MeasurementWorker  # noqa: E402
 from kernelcast.tools.store.store import Store  # noqa: E402
@@ -125,18 +128,23 @@ class Row:
     @property
     def ratio(self) -> float:
         """selective / measure-all on what each run delivers (:meth:`Arm.delivered`)."""
-        return self.arms["selective"].delivered / self.arms["measure-all"].delivered
+        return self.ratio_of("selective")
+
+    def ratio_of(self, arm: str) -> float:
+        """``arm`` / measure-all on what each delivers (:meth:`Arm.delivered`)."""
+        return self.arms[arm].delivered / self.arms["measure-all"].delivered
 
     @property
     def raw_ratio(self) -> float:
         """selective / measure-all on the best candidates themselves, slower than the reference or not."""
         return self.arms["selective"].best / max(self.arms["measure-all"].best, 1e-9)
 
-    def wins_or_ties(self) -> bool:
-        sel, ma = self.arms["selective"], self.arms["measure-all"]
-        if sel.delivered >= ma.delivered:
+    def wins_or_ties(self, arm: str = "selective") -> bool:
+        """Whether ``arm`` delivers at least measure-all's best, or their confirmation intervals overlap."""
+        mine, ma = self.arms[arm], self.arms["measure-all"]
+        if mine.delivered >= ma.delivered:
             return True
-        low, high = sel.delivered_interval, ma.delivered_interval
+        low, high = mine.delivered_interval, ma.delivered_interval
         return bool(low and high and low[1] >= high[0])
 
     def to_target(self, tolerance: float) -> int | None:
@@ -168,17 +176,29 @@ def run_router(task: Task, router: str, budget: int, seed: int, sizes: str, out:
 
 def random_order(task: Task, pool: list[Candidate], budget: int, seed: int, sizes: str,
                  worker: MeasurementWorker) -> Arm:
-    """``budget`` proposals drawn uniformly from ``pool``, measured once each."""
-    picked = random.Random(f"corpus-{task.name}-{seed}").sample(pool, min(budget, len(pool)))
-    best, curve, families = 1.0, [], {}
+    """The budget spent without a forecaster, as the routers spend theirs: proposals drawn uniformly from ``pool``
+    measured once each, then the run's confirmations (``graphs/search/budget.confirmations``, the routers' count)
+    of the best of them, so the arm's best stands on a confirmation as theirs does. Until 2026-12-07 this arm
+    reported its best single measurement, which the winner's curse lifts: it read above the routers on kernels
+    where nothing beats the reference."""
+    confirm = confirmations(RunConfig(task=str(task.path), budget=budget))
+    picked = random.Random(f"corpus-{task.name}-{seed}").sample(pool, min(budget - confirm, len(pool)))
+    first_config = MeasureConfig(sizes=sizes)
+    ledger: list[Measurement] = []
+    curve, families = [], {}
     for candidate in picked:
-        m = worker.measure(task, candidate, MeasureConfig(sizes=sizes))
-        if m.ok and m.speedup:
-            best = max(best, m.speedup)
-        curve.append(best)
+        ledger.append(worker.measure(task, candidate, first_config))
+        curve.append(max([1.0, *(m.speedup or 1.0 for m in ledger if m.ok)]))
         name = family_of(candidate)
         families[name] = families.get(name, 0) + 1
-    return Arm(best, len(picked), curve, families)
+    by_hash = {c.hash: c for c in picked}
+    for shown in ranked(shown_speedups(ledger))[:confirm]:
+        again = worker.measure(task, by_hash[shown.candidate_hash], confirmation_config(first_config))
+        ledger.append(again.model_copy(update={"phase": "confirm"}))
+    best = next(iter(ranked(shown_speedups(ledger))), None)
+    if best is None:
+        return Arm(1.0, len(ledger), curve, families)
+    return Arm(best.speedup, len(ledger), curve, families, best.interval if best.confirmed else None, best.confirmed)
 
 
 def line(row: Row, tolerance: float) -> str:
@@ -186,7 +206,7 @@ def line(row: Row, tolerance: float) -> str:
         if arm is None:
             return "- (not run)"
         ci = f" [{arm.interval[0]:.2f}-{arm.interval[1]:.2f}]" if arm.interval else ""
-        return f"{arm.best:.2f}x{ci}{'' if arm.confirmed or arm is row.arms.get(RANDOM) else ' (unconfirmed)'}"
+        return f"{arm.best:.2f}x{ci}{'' if arm.confirmed else ' (unconfirmed)'}"
 
     sel = row.arms["selective"]
     spread = "-" if sel.spread is None else f"{sel.spread:.2f}"
@@ -213,6 +233,11 @@ def summary(rows: list[Row], budgets: list[int], tolerance: float) -> list[str]:
                    f"{1.25 if budget <= 8 else 1.10}; {raw:.2f} on the best candidates themselves, slowdowns "
                    f"included); median share of the budget to reach measure-all's best "
                    f"{statistics.median(reach):.0%} (target <= 50 %; above 100 %: not reached)")
+        for arm in (a for a in ARMS if a not in ("selective", "measure-all") and all(a in r.arms for r in at)):
+            wins = sum(r.wins_or_ties(arm) for r in at)
+            geo = math.exp(statistics.fmean(math.log(max(r.ratio_of(arm), 1e-9)) for r in at))
+            out.append(f"budget {budget}: {arm} wins or ties measure-all on {wins} of {len(at)} pairs; geometric mean "
+                       f"{arm} / measure-all {geo:.2f}")
     return out
 
 
