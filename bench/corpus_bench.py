@@ -101,6 +101,7 @@ class Arm:
     spread: float | None = None  # median spread of predicted ln S within the run's routed rounds (None: no round)
     skill: float | None = None  # Spearman of the run's forecasts against its measured children (None: nothing to rank)
     skill_pairs: int = 0  # measured children it was read from
+    best_hash: str = ""  # the best candidate (empty: the reference), in the run's store (random order: the selective run's)
 
     @property
     def delivered(self) -> float:
@@ -171,7 +172,7 @@ def run_router(task: Task, router: str, budget: int, seed: int, sizes: str, out:
     skill = result.forecast_skill or ForecastSkill(0, None)
     return Arm(result.best_speedup or 1.0, result.spent, spend_curve(store, result.run_id), families,
                interval, result.confirmed, result.run_id, roofline, spread, skill.rho,  # type: ignore[arg-type]
-               skill.pairs), store
+               skill.pairs, result.best_hash or ""), store
 
 
 def random_order(task: Task, pool: list[Candidate], budget: int, seed: int, sizes: str,
@@ -198,7 +199,8 @@ def random_order(task: Task, pool: list[Candidate], budget: int, seed: int, size
     best = next(iter(ranked(shown_speedups(ledger))), None)
     if best is None:
         return Arm(1.0, len(ledger), curve, families)
-    return Arm(best.speedup, len(ledger), curve, families, best.interval if best.confirmed else None, best.confirmed)
+    return Arm(best.speedup, len(ledger), curve, families, best.interval if best.confirmed else None, best.confirmed,
+               best_hash=best.candidate_hash)
 
 
 def line(row: Row, tolerance: float) -> str:
