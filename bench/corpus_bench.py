@@ -179,23 +179,33 @@ def random_order(task: Task, pool: list[Candidate], budget: int, seed: int, size
                  worker: MeasurementWorker) -> Arm:
     """The budget spent without a forecaster, as the routers spend theirs: proposals drawn uniformly from ``pool``
     measured once each, then the run's confirmations (``graphs/search/budget.confirmations``, the routers' count)
-    of the best of them, so the arm's best stands on a confirmation as theirs does. Until 2026-12-07 this arm
-    reported its best single measurement, which the winner's curse lifts: it read above the routers on kernels
-    where nothing beats the reference."""
+    of the best of them, so the arm's best stands on a confirmation as theirs does. As a run's reserve
+    (``graphs/search/budget.confirm_reserve``), the confirmations kept back are at most the correct measurements:
+    a budget whose measurements all fail is spent on first measurements. Until 2026-12-07 this arm reported its
+    best single measurement, which the winner's curse lifts: it read above the routers on kernels where nothing
+    beats the reference."""
     confirm = confirmations(RunConfig(task=str(task.path), budget=budget))
-    picked = random.Random(f"corpus-{task.name}-{seed}").sample(pool, min(budget - confirm, len(pool)))
     first_config = MeasureConfig(sizes=sizes)
     ledger: list[Measurement] = []
-    curve, families = [], {}
-    for candidate in picked:
-        ledger.append(worker.measure(task, candidate, first_config))
-        curve.append(max([1.0, *(m.speedup or 1.0 for m in ledger if m.ok)]))
+    curve: list[float] = []
+    families: dict[str, int] = {}
+
+    def spend(measurement: Measurement) -> None:
+        ledger.append(measurement)
+        speed = measurement.speedup if measurement.ok and measurement.speedup else 1.0
+        curve.append(max(curve[-1] if curve else 1.0, speed))
+
+    for candidate in random.Random(f"corpus-{task.name}-{seed}").sample(pool, len(pool)):
+        correct = sum(1 for m in ledger if m.ok and m.speedup)
+        if len(ledger) + min(confirm, correct) >= budget:
+            break
+        spend(worker.measure(task, candidate, first_config))
         name = family_of(candidate)
         families[name] = families.get(name, 0) + 1
-    by_hash = {c.hash: c for c in picked}
-    for shown in ranked(shown_speedups(ledger))[:confirm]:
+    by_hash = {c.hash: c for c in pool}
+    for shown in ranked(shown_speedups(ledger))[:min(confirm, budget - len(ledger))]:
         again = worker.measure(task, by_hash[shown.candidate_hash], confirmation_config(first_config))
-        ledger.append(again.model_copy(update={"phase": "confirm"}))
+        spend(again.model_copy(update={"phase": "confirm"}))
     best = next(iter(ranked(shown_speedups(ledger))), None)
     if best is None:
         return Arm(1.0, len(ledger), curve, families)

@@ -11,11 +11,12 @@ Printed per budget, on the (kernel, seed) pairs every run holds:
   mean of selective / measure-all (delivered: ``corpus_bench.Arm.delivered``);
 - per arm: how far its delivered best moves from one run to another (the standard deviation of ln(best) between
   runs, pooled over pairs), and the pairs where it moved by more than ``--moved``;
-- the geometric mean over every pairing of one run's selective with another run's measure-all (each run's arms
-  ran in their own fresh stores, so any pairing is a fair draw): its mean, and its range over pairings;
-- the ceiling: the best kernel any arm of any run given delivered for the kernel (any budget, any seed), over
-  each run's measure-all. A router shows more than that only by finding a kernel no run found, so a target above
-  the ceiling asks for room these runs never saw on this device.
+- the geometric mean over every pairing of a run's selective with a run's measure-all, its own included (each
+  run's arms ran in their own fresh stores, so any pairing is a fair draw): its mean, and its range over pairings;
+- the ceiling: the best confirmed kernel any arm of any run given delivered for the kernel (any budget, any
+  seed; an unconfirmed best, lifted by the winner's curse, counts as the reference), over each run's
+  measure-all. A router shows more than that only by finding a kernel no run found, so a target above the ceiling
+  asks for room these runs never saw on this device.
 
     .venv/bin/python bench/corpus_spread.py /tmp/kc/c24f/results.json /tmp/kc/c24t/results.json
 """
@@ -72,12 +73,12 @@ def between_runs(runs: list[dict[Key, Row]], keys: list[Key], arm: str, moved: f
 
 
 def best_known(runs: list[dict[Key, Row]]) -> dict[str, float]:
-    """The best kernel any arm of any run delivered per kernel, whatever the budget or seed (a seed and a budget
-    change the search, not the kernels there are to find)."""
+    """The best confirmed kernel any arm of any run delivered per kernel, whatever the budget or seed (a seed and a
+    budget change the search, not the kernels there are to find)."""
     out: dict[str, float] = {}
     for run in runs:
         for (task, _, _), row in run.items():
-            out[task] = max(out.get(task, 1.0), *(arm.delivered for arm in row.arms.values()))
+            out[task] = max(out.get(task, 1.0), *(arm.delivered for arm in row.arms.values() if arm.confirmed))
     return out
 
 
@@ -99,12 +100,12 @@ def report(every: list[dict[Key, Row]], every_name: list[str], budget: int, move
                    f"{moved:.0%}: {'; '.join(notes) or 'none'}")
     crossed = [geo_mean([a[k].arms["selective"].delivered / b[k].arms["measure-all"].delivered for k in keys])
                for a, b in itertools.product(runs, runs)]
-    out.append(f"  selective of one run / measure-all of another, every pairing ({len(crossed)}): geometric mean "
+    out.append(f"  selective of a run / measure-all of a run, every pairing, its own included ({len(crossed)}): geometric mean "
                f"{geo_mean(crossed):.3f}, range {min(crossed):.3f}-{max(crossed):.3f}")
     known = best_known(every)
     ceiling = [geo_mean([known[k[0]] / run[k].arms["measure-all"].delivered for k in keys]) for run in runs]
     roomy = sum(1 for k in keys if known[k[0]] > 1 + ROOM)
-    out.append(f"  ceiling: the best kernel any arm of any run given delivered (any budget, any seed) / each run's "
+    out.append(f"  ceiling: the best confirmed kernel any arm of any run given delivered (any budget, any seed) / each run's "
                f"measure-all, geometric mean {geo_mean(ceiling):.3f} (range {min(ceiling):.3f}-{max(ceiling):.3f} "
                f"over runs): what a router that always found the best kernel these runs know would show; {roomy} of "
                f"{len(keys)} pairs know one above {1 + ROOM:.2f}x")
