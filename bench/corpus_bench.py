@@ -195,11 +195,12 @@ def random_order(task: Task, pool: list[Candidate], budget: int, seed: int, size
         speed = measurement.speedup if measurement.ok and measurement.speedup else 1.0
         curve.append(max(curve[-1] if curve else 1.0, speed))
 
+    correct = 0  # first measurements that came back correct: the confirmations they can use are kept back
     for candidate in random.Random(f"corpus-{task.name}-{seed}").sample(pool, len(pool)):
-        correct = sum(1 for m in ledger if m.ok and m.speedup)
         if len(ledger) + min(confirm, correct) >= budget:
             break
         spend(worker.measure(task, candidate, first_config))
+        correct += bool(ledger[-1].ok and ledger[-1].speedup)
         name = family_of(candidate)
         families[name] = families.get(name, 0) + 1
     by_hash = {c.hash: c for c in pool}
@@ -230,6 +231,11 @@ def line(row: Row, tolerance: float) -> str:
             f"| {sel.roofline or '-'} | {fams} |")
 
 
+def geo_mean(values: list[float]) -> float:
+    """The geometric mean of ratios (a ratio of 0, nothing delivered, counts as 1e-9)."""
+    return math.exp(statistics.fmean(math.log(max(v, 1e-9)) for v in values))
+
+
 def summary(rows: list[Row], budgets: list[int], tolerance: float) -> list[str]:
     out = []
     for budget in budgets:
@@ -237,8 +243,7 @@ def summary(rows: list[Row], budgets: list[int], tolerance: float) -> list[str]:
         if not at:
             continue
         wins = sum(r.wins_or_ties() for r in at)
-        geo = math.exp(statistics.fmean(math.log(max(r.ratio, 1e-9)) for r in at))
-        raw = math.exp(statistics.fmean(math.log(max(r.raw_ratio, 1e-9)) for r in at))
+        geo, raw = geo_mean([r.ratio for r in at]), geo_mean([r.raw_ratio for r in at])
         reach = [(r.to_target(tolerance) or budget + 1) / budget for r in at]
         out.append(f"budget {budget}: selective wins or ties measure-all on {wins} of {len(at)} (kernel, seed) pairs "
                    f"({wins / len(at):.0%}; target 90 %); geometric mean selective / measure-all {geo:.2f} (target "
@@ -247,9 +252,8 @@ def summary(rows: list[Row], budgets: list[int], tolerance: float) -> list[str]:
                    f"{statistics.median(reach):.0%} (target <= 50 %; above 100 %: not reached)")
         for arm in (a for a in ARMS if a not in ("selective", "measure-all") and all(a in r.arms for r in at)):
             wins = sum(r.wins_or_ties(arm) for r in at)
-            geo = math.exp(statistics.fmean(math.log(max(r.ratio_of(arm), 1e-9)) for r in at))
             out.append(f"budget {budget}: {arm} wins or ties measure-all on {wins} of {len(at)} pairs; geometric mean "
-                       f"{arm} / measure-all {geo:.2f}")
+                       f"{arm} / measure-all {geo_mean([r.ratio_of(arm) for r in at]):.2f}")
     return out
 
 

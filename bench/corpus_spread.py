@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from corpus_bench import Arm, Row  # noqa: E402
+from corpus_bench import Arm, Row, geo_mean  # noqa: E402
 
 Key = tuple[str, int, int]  # (kernel, budget, seed)
 ROOM = 0.05  # a pair "has room" when some run delivered more than 1 + ROOM times the reference
@@ -52,10 +52,6 @@ def load_rows(path: Path) -> dict[Key, Row]:
                 for name, arm in raw["arms"].items()}
         out[(raw["task"], raw["budget"], raw["seed"])] = Row(raw["task"], raw["budget"], raw["seed"], arms)
     return out
-
-
-def geo_mean(values: list[float]) -> float:
-    return math.exp(statistics.fmean(math.log(max(v, 1e-9)) for v in values))
 
 
 def between_runs(runs: list[dict[Key, Row]], keys: list[Key], arm: str, moved: float) -> tuple[float, list[str]]:
