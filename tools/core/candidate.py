@@ -24,7 +24,7 @@ from kernelcast.tools.core.expr import ExpressionError, evaluate
 from kernelcast.tools.core.expr import parse as parse_expression
 from kernelcast.tools.core.language import OPENCL, language_of_source
 from kernelcast.tools.core.legacy_intent import parse_legacy_intent
-from kernelcast.tools.core.preprocess import MAX_SOURCE_BYTES, PreprocessError, preprocess
+from kernelcast.tools.core.preprocess import MAX_SOURCE_BYTES, PreprocessError, preprocess_all_branches
 from kernelcast.tools.core.signature import KernelSignatureError, kernel_params
 
 if TYPE_CHECKING:
@@ -84,8 +84,26 @@ def content_hash(task: str, source: str, global_size: tuple[str, ...], local_siz
     """
     key = "\x1f".join([task, canonical_source(source, language, build_options),
                        ",".join(canonical_expression(g) for g in global_size),
-                       ",".join(canonical_expression(g) for g in local_size), " ".join(build_options)])
+                       ",".join(canonical_expression(g) for g in local_size),
+                       " ".join(canonical_options(build_options))])
     return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+_DEFINE_NAME = re.compile(r"^-D\s*([A-Za-z_]\w*)")
+
+
+def canonical_options(build_options: tuple[str, ...]) -> list[str]:
+    """The options as the compiler applies them, in a canonical order: where two options set the same thing (two
+    ``-D`` of one macro, two ``-cl-std=``), the compiler takes the last, so only the last is kept; then sorted,
+    since the order of options that set different things does not matter. ``-DSLOW=1 -DSLOW=0`` and
+    ``-DSLOW=0 -DSLOW=1`` are two kernels."""
+    effective: dict[str, str] = {}
+    for option in build_options:
+        define = _DEFINE_NAME.match(option)
+        slot = f"-D{define.group(1)}" if define else option.split("=", 1)[0] if option.startswith("-cl-std=") else option
+        effective.pop(slot, None)
+        effective[slot] = option
+    return sorted(effective.values())
 
 
 @lru_cache(maxsize=4096)
@@ -156,11 +174,14 @@ def drop_noop_unroll_hints(normalized: str) -> str:
 def canonical_source(source: str, language: str = OPENCL.name, build_options: tuple[str, ...] = ()) -> str:
     """The preprocessed source with comments and whitespace normalized: two template points that preprocess
     to the same code (a parameter acting only in an inactive ``#if`` branch, a default point equal to the
-    reference, an unroll hint on a one-trip loop) read the same. A source the preprocessor refuses (an
-    ``#include``) keeps its own text, marked so it can never equal a preprocessed one: it still needs an
-    identity to record its rejection."""
+    reference, an unroll hint on a one-trip loop) read the same. Every branch the compiler decides (``#ifdef
+    __clang__``, ``#if __OPENCL_C_VERSION__ >= 200``) is kept (``preprocess_all_branches``), so code hidden there is
+    part of the identity; ``build_options`` in their given order (the last ``-D`` of a name wins). A source the
+    preprocessor refuses (an ``#include``) keeps its own text, marked so it can never equal a preprocessed one: it
+    still needs an identity to record its rejection."""
     try:
-        return "pp:" + drop_noop_unroll_hints(normalize_source(preprocess(source, language, build_options)))
+        return "pp:" + drop_noop_unroll_hints(normalize_source(preprocess_all_branches(source, language,
+                                                                                       build_options)))
     except PreprocessError:
         return "raw:" + normalize_source(source)
 
@@ -209,7 +230,7 @@ class Candidate(BaseModel):
     def hash(self) -> str:
         """Content hash: task + preprocessed source + geometry + options (not origin, edits or parent)."""
         return content_hash(self.task, self.source, tuple(self.global_size), tuple(self.local_size or ()),
-                            tuple(sorted(self.build_options)), language_of_source(self.source).name)
+                            tuple(self.build_options), language_of_source(self.source).name)
 
     @property
     def short(self) -> str:

@@ -6,8 +6,21 @@ the same candidate) and the signature check (an ``#if 0`` decoy must not pass
 for the entry point). Both run :func:`preprocess`. It never opens a file:
 ``#include`` and its relatives are refused before anything is parsed
 (:func:`confinement_problem`), so no file's content can reach a compile log, an
-error message or the store. The compiler's predefined macros are modeled so
-that ``#ifdef __OPENCL_VERSION__`` picks the branch the compiler picks.
+error message or the store.
+
+Two views of a source:
+
+- :func:`preprocess` models the compiler's predefined macros (``language.predefined_macros``), so that
+  ``#ifdef __OPENCL_VERSION__`` picks the branch the compiler most likely picks: good enough to find the entry
+  point, never trusted for security.
+- :func:`preprocess_all_branches` decides nothing the compiler decides. A conditional on an identifier the
+  compiler may define itself (any reserved name, ``__clang__``, ``__OPENCL_C_VERSION__``, a vendor's ``__X__``,
+  or the non-reserved ``CL_VERSION_*``, ``cl_*`` extension and ``FP_FAST_FMA*`` families) is kept, directive and
+  every branch, unless a build option defines that name. What a device compiler of any vendor or version could
+  compile is therefore all in the output: a candidate's identity and the program-state check read this view, so
+  a block hidden behind ``#ifdef __clang__`` changes the identity and its declarations are scanned. (Asking one
+  device's compiler would tie a candidate's identity to a device; this view holds on every device, and the
+  runtime's own report of program-scope storage, after the build, is the authority.)
 """
 
 from __future__ import annotations
@@ -38,6 +51,9 @@ _COMMENT_OR_LITERAL = re.compile(r'//[^\n]*|/\*.*?(?:\*/|\Z)|"(?:\\.|[^"\\\n])*"
 _DIRECTIVE = re.compile(r"^[ \t\f\v]*(?:#|%:)[ \t\f\v]*([A-Za-z_]\w*)", re.M)
 _PROBE = re.compile(r"\b(" + "|".join(FILE_PROBES) + r")\b")
 _DEFINE_OPTION = re.compile(r"^-D\s*([A-Za-z_]\w*)(?:=(.*))?$", re.S)
+# identifiers a compiler may predefine besides reserved ones (``_X``, ``__x``): OpenCL's version and extension
+# macros, C's fast-FMA macros, and the old Unix target names
+_COMPILER_NAMES = re.compile(r"^(?:_[A-Z_].*|__.*|CL_VERSION_\w+|cl_\w+|FP_FAST_FMA\w*|linux|unix|i386)$")
 
 
 class PreprocessError(InputError, ValueError):
@@ -101,15 +117,45 @@ def option_defines(options: tuple[str, ...] | list[str]) -> dict[str, str]:
     return out
 
 
-class _ConfinedPreprocessor(Preprocessor):
-    """pcpp that cannot open files, keeps its errors, and has no clock-dependent macros."""
+def compiler_may_define(name: str) -> bool:
+    """Whether a device compiler may predefine ``name`` (so only the compiler can tell whether it is defined)."""
+    return bool(_COMPILER_NAMES.match(name))
 
-    def __init__(self) -> None:
+
+class _ConfinedPreprocessor(Preprocessor):
+    """pcpp that cannot open files, keeps its errors, and has no clock-dependent macros. With
+    ``all_branches``, a conditional on a name the compiler may define is passed through with all its branches,
+    and the ``#define``/``#undef`` lines inside it stay in the output (which branch's definition holds is the
+    compiler's choice); ``first_definitions`` keeps a macro's first definition where a later one would replace it
+    without an ``#undef`` (the other reading of two branches that define one name)."""
+
+    def __init__(self, all_branches: bool = False, first_definitions: bool = False) -> None:
+        self.first_definitions = False  # pcpp's constructor defines its own macros through define()
         super().__init__()
         self.line_directive = None
         self.errors: list[str] = []
+        self.all_branches = all_branches
+        self.first_definitions = first_definitions
         for volatile in ("__DATE__", "__TIME__", "__PCPP__"):
             self.macros.pop(volatile, None)
+        if all_branches:  # pcpp's own predefined names (__STDC__, ...) are the compiler's to define
+            for name in [n for n in self.macros if compiler_may_define(n)]:
+                self.macros.pop(name, None)
+
+    def on_unknown_macro_in_defined_expr(self, tok):
+        if self.all_branches and compiler_may_define(tok.value):
+            return None  # passed through: the compiler decides
+        return super().on_unknown_macro_in_defined_expr(tok)
+
+    def on_unknown_macro_in_expr(self, ident):
+        if self.all_branches and compiler_may_define(str(ident)):
+            return None
+        return super().on_unknown_macro_in_expr(ident)
+
+    def on_unknown_macro_function_in_expr(self, ident):
+        if self.all_branches and compiler_may_define(str(ident)):
+            return None
+        return super().on_unknown_macro_function_in_expr(ident)
 
     def on_error(self, file: str, line: int, msg: str) -> None:
         self.errors.append(f"line {line}: {msg}")
@@ -124,7 +170,18 @@ class _ConfinedPreprocessor(Preprocessor):
     def on_directive_handle(self, directive, toks, ifpassthru, precedingtoks):
         if directive.value in FILE_DIRECTIVES:
             raise PreprocessError(f"#{directive.value}: kernel sources must be self-contained")
-        return super().on_directive_handle(directive, toks, ifpassthru, precedingtoks)
+        handled = super().on_directive_handle(directive, toks, ifpassthru, precedingtoks)
+        if self.all_branches and ifpassthru and directive.value in ("define", "undef"):
+            return None  # executed and kept in the output
+        return handled
+
+    def define(self, tokens):
+        if self.first_definitions:
+            name = tokens.split(None, 1)[0].split("(", 1)[0] if isinstance(tokens, str) else next(
+                (t.value for t in tokens if t.type != self.t_SPACE), "")
+            if name in self.macros:
+                return
+        super().define(tokens)
 
     def on_directive_unknown(self, directive, toks, ifpassthru, precedingtoks):
         if directive.value == "error":
@@ -155,16 +212,27 @@ def preprocess(source: str, language: str = OPENCL.name, build_options: tuple[st
     Raises :class:`PreprocessError` (never anything else) for a source that reaches outside itself or that
     the preprocessor cannot handle; the message quotes nothing but the kernel's own text.
     """
-    return _preprocess(source, language, tuple(build_options))
+    return _preprocess(source, language, tuple(build_options), False, False)
+
+
+def preprocess_all_branches(source: str, language: str = OPENCL.name, build_options: tuple[str, ...] = (),
+                            first_definitions: bool = False) -> str:
+    """The source after preprocessing with every branch the compiler decides kept (see the module's docstring):
+    what any device compiler could compile for ``build_options``, in the options' own order (the last ``-D`` of a
+    name wins, as in the compiler). A macro defined in two such branches expands as its last definition, or with
+    ``first_definitions`` as its first. Raises :class:`PreprocessError` as :func:`preprocess` does."""
+    return _preprocess(source, language, tuple(build_options), True, first_definitions)
 
 
 @lru_cache(maxsize=1024)  # the hash and the signature check of one candidate come close together
-def _preprocess(source: str, language: str, build_options: tuple[str, ...]) -> str:
+def _preprocess(source: str, language: str, build_options: tuple[str, ...], all_branches: bool,
+                first_definitions: bool) -> str:
     problem = confinement_problem(source)
     if problem:
         raise PreprocessError(problem)
-    pp = _ConfinedPreprocessor()
-    for name, value in {**lang.language(language).predefined_macros, **option_defines(build_options)}.items():
+    pp = _ConfinedPreprocessor(all_branches, first_definitions)
+    modelled = {} if all_branches else dict(lang.language(language).predefined_macros)
+    for name, value in {**modelled, **option_defines(build_options)}.items():
         if "\n" in value or "\r" in value:
             raise PreprocessError(f"build option -D{name}: a macro value may not span lines")
         pp.define(f"{name} {value}")

@@ -8,8 +8,11 @@ next. A kernel may keep its result there and copy it out later, or count its lau
 ones it expects to be checked. Such a kernel is refused before it is compiled, whatever it does with the
 variable; a ``const`` (or ``__constant``) one cannot be written and stays allowed.
 
-The scan reads the preprocessed source (so a macro cannot hide a declaration) with comments and literals
-blanked, token by token: declarations at file scope, and ``static`` inside function bodies.
+The scan reads the preprocessed source (so a macro cannot hide a declaration) with every branch the compiler
+decides kept (``preprocess_all_branches``: a memo behind ``#ifdef __clang__`` is scanned whatever the device),
+comments and literals blanked, token by token: declarations at file scope, and ``static`` inside function
+bodies. It is the fast first gate, before a compile; the authority is the runtime's own count of the built
+program's program-scope storage, asked after every build (``Runner.build``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import re
 
 from kernelcast.tools.core import language as lang
 from kernelcast.tools.core.language import OPENCL
-from kernelcast.tools.core.preprocess import PreprocessError, blank_comments_and_literals, preprocess
+from kernelcast.tools.core.preprocess import PreprocessError, blank_comments_and_literals, preprocess_all_branches
 
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|\S")
 _ATTRIBUTE = re.compile(r"\b(?:__attribute__|__launch_bounds__|__declspec|alignas|_Alignas)\s*\(")
@@ -31,12 +34,22 @@ _TAGS = {"struct", "union", "enum"}
 def mutable_state_problem(source: str, language: str = OPENCL.name, build_options: tuple[str, ...] = ()) -> str | None:
     """Why ``source`` keeps writable state between launches (naming the variable), or None.
 
-    A source the preprocessor refuses is left to the checks that report it (the confinement and signature
-    checks run first)."""
-    try:
-        code = blank_comments_and_literals(preprocess(source, language, tuple(build_options)))
-    except PreprocessError:
-        return None
+    Read twice: a macro that two compiler-decided branches define differently expands as its last definition
+    in one reading and its first in the other. A source the preprocessor refuses is left to the checks that
+    report it (the confinement and signature checks run first)."""
+    for first_definitions in (False, True):
+        try:
+            code = blank_comments_and_literals(preprocess_all_branches(source, language, tuple(build_options),
+                                                                       first_definitions))
+        except PreprocessError:
+            return None
+        if problem := _state_in(code, language):
+            return problem
+    return None
+
+
+def _state_in(code: str, language: str) -> str | None:
+    """The first writable program-scope or ``static`` variable in preprocessed ``code``, as a reason."""
     code = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith("#"))
     tokens = _TOKEN.findall(_strip_attributes(code))
     for declaration in _file_scope_declarations(tokens):
@@ -101,13 +114,30 @@ def _file_scope_declarations(tokens: list[str]) -> list[list[str]]:
 
 
 def _is_function_or_tag_only(item: list[str]) -> bool:
-    """A prototype (``float f(int);``) or a bare tag definition (``struct S {...};``): no variable."""
-    before_init = item[:item.index("=")] if "=" in item else item
-    if "(" in before_init:
+    """A prototype (``float f(int);``) or a bare tag definition (``struct S {...};``): no variable. A parenthesis
+    inside array bounds (``memo[(384 * 384)]``, a parenthesized macro) or around a pointer declarator
+    (``int (*p)[4]``) does not make a function."""
+    before_init = _outside_brackets(item[:item.index("=")] if "=" in item else item)
+    if any(token == "(" and (i + 1 >= len(before_init) or before_init[i + 1] != "*")
+           for i, token in enumerate(before_init)):
         return True
     if item[0] not in _TAGS:
         return False
     return item[-1] == "{}" or (len(item) == 2 and "{}" not in item)  # a body with no declarator, or `struct S;`
+
+
+def _outside_brackets(tokens: list[str]) -> list[str]:
+    """``tokens`` without what lies between square brackets (array bounds)."""
+    out: list[str] = []
+    depth = 0
+    for token in tokens:
+        if token == "[":
+            depth += 1
+        elif token == "]":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(token)
+    return out
 
 
 def _declares_writable_storage(declaration: list[str], language: str) -> bool:

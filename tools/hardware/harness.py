@@ -28,7 +28,7 @@ from kernelcast.tools.core.expr import ExpressionError, evaluate
 from kernelcast.tools.core.lru import LRUCache
 from kernelcast.tools.core.measurement import MeasureConfig, Measurement, RivalComparison, Status, TimingStats, speedup_interval
 from kernelcast.tools.core.task import BufferArg, LocalArg, ScalarArg, Task
-from kernelcast.tools.hardware.backends.base import CompileError, DeviceRuntimeError, Runner
+from kernelcast.tools.hardware.backends.base import CompileError, DeviceRuntimeError, ProgramStateError, Runner
 
 INT_POISON = 0x5A5A5A5A
 
@@ -45,10 +45,14 @@ class ReferenceBroken(InvalidCandidate):
     """The task's own reference fails the checks: a task-file mistake, not a candidate's."""
 
 
-def reference_problems(task: Task, result: LaunchResult, unwritten: dict[str, np.ndarray] | None = None) -> list[str]:
+def reference_problems(task: Task, result: LaunchResult, unwritten: dict[str, np.ndarray] | None = None,
+                       second: LaunchResult | None = None) -> list[str]:
     """What makes a reference run unusable as the correctness oracle, with the likely task-file fix.
     ``unwritten``: per output, the elements the reference never writes (they hold the poison and are no
-    problem: a stencil leaves its border alone)."""
+    problem: a stencil leaves its border alone). ``second``: the same launch with outputs filled with finite
+    values (``second_poison``), which tells NaN read from the poison (the buffer is read before it is written)
+    from NaN the reference computes itself. Infinite outputs are results like any other (the poison is NaN, and
+    the comparison takes equal infinities as equal)."""
     problems = []
     for problem in result.problems:
         if problem.startswith("out-of-bounds write"):
@@ -58,16 +62,25 @@ def reference_problems(task: Task, result: LaunchResult, unwritten: dict[str, np
     for name, data in result.outputs.items():
         skip = unwritten.get(name) if unwritten else None
         if np.issubdtype(data.dtype, np.floating):
-            bad_at = ~np.isfinite(data)
+            bad_at = np.isnan(data)
         else:
             bad_at = data == poison(data.dtype, 1)[0] if data.size else np.zeros(0, bool)
-        bad = int((bad_at & ~skip).sum()) if skip is not None else int(bad_at.sum())
+        if skip is not None:
+            bad_at = bad_at & ~skip
+        bad = int(bad_at.sum())
         if not np.issubdtype(data.dtype, np.floating):
             bad = bad if bad > max(1, data.size // 100) else 0
-        if bad:
-            problems.append(f"output {name!r} holds {bad} of {data.size} NaN/poison values after the reference ran: "
-                            f"the reference reads {name!r} before writing it (elements it never writes are allowed, "
-                            f"those it computes from the poison are not); declare it intent = \"inout\"")
+        if not bad:
+            continue
+        if second is not None and np.issubdtype(data.dtype, np.floating) and \
+                (own := int((np.isnan(second.outputs[name]) & bad_at).sum())):
+            problems.append(f"output {name!r}: the reference computes NaN in {own} of {data.size} elements on the "
+                            "seeded inputs, whatever the buffer held before: give the inputs a range on which its "
+                            "results are numbers (the argument's init, low and high)")
+        else:
+            problems.append(f"output {name!r} holds {bad} of {data.size} NaN/poison values after the reference "
+                            f"ran: the reference reads {name!r} before writing it (elements it never writes are "
+                            f"allowed, those it computes from the poison are not); declare it intent = \"inout\"")
     return problems
 
 
@@ -433,6 +446,8 @@ class Harness:
                                                          ref_geometry)
                 # a program of its own: whatever the timed launches left in the program cannot answer this one
                 fresh_kernel, _, _ = self.build(task, candidate, fresh=True)  # its cost counts as the harness's
+                if scrub := self.runner.local_memory_scrub([fresh_kernel]):
+                    scrub()  # nor what they left in work-group memory
                 result = run_once(self.runner, task, fresh_kernel, sizes, self.inputs(task, sizes, final_seed),
                                   geometry)
                 kernel_ns += result.elapsed_ns
@@ -448,7 +463,7 @@ class Harness:
                 wall_ms=wall_ms,
                 harness_ms=max(0.0, wall_ms - compile_ms - kernel_ns / 1e6),
             )
-        except (InvalidCandidate, SignatureError) as exc:
+        except (InvalidCandidate, SignatureError, ProgramStateError) as exc:
             status, reason = Status.invalid, str(exc)
         except CompileError as exc:
             status, reason = Status.compile_error, exc.log
@@ -469,10 +484,11 @@ class Harness:
         inputs = self.inputs(task, sizes, seed)
         result = run_once(self.runner, task, kernel, sizes, inputs, geometry)
         unwritten: dict[str, np.ndarray] = {}
+        second = None
         if reference_problems(task, result):  # poison left behind: elements never written, or a real problem?
-            unwritten = unwritten_elements(result, run_once(self.runner, task, kernel, sizes, inputs, geometry,
-                                                            second_poison))
-        problems = reference_problems(task, result, unwritten)
+            second = run_once(self.runner, task, kernel, sizes, inputs, geometry, second_poison)
+            unwritten = unwritten_elements(result, second)
+        problems = reference_problems(task, result, unwritten, second)
         if problems:
             raise ReferenceBroken("the task's reference kernel failed its own checks: " + "; ".join(problems))
         self._unwritten[(task_identity(task), sizes_name)] = {name: int(mask.sum()) for name, mask in unwritten.items()}
@@ -544,6 +560,8 @@ class Harness:
         # a launch touches its own buffers; the reset before it dirtied the written ones in the cache
         working_set = sum(buffer_bytes(arg, sizes) for arg in task.spec.args if isinstance(arg, BufferArg))
         total_ns = 0.0
+        # work-group memory that outlives a launch on some runtimes: overwritten before every timed launch
+        scrub = runner.local_memory_scrub([ref_kernel, kernel] + ([rival.kernel] if rival is not None else []))
 
         def reset(bufs: dict[str, Any]) -> None:
             """Outputs poisoned again, inout buffers restored: on the device, outside the timed event."""
@@ -553,6 +571,8 @@ class Harness:
         def launch(k: Any, args: list[Any], bufs: dict[str, Any], geom: Any) -> float:
             if config.verify_timed:
                 reset(bufs)
+            if scrub is not None:
+                scrub()
             runner.flush_caches(working_set)
             return runner.launch(k, args, *geom)
 

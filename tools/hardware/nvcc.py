@@ -68,3 +68,25 @@ def compile_check(source: str, options: list[str] | None = None, arch: str = DEF
         if not ok and not log.strip():
             log = f"nvcc exited with status {proc.returncode} and printed nothing"
         return ok, trim_log(log)
+
+
+
+def compile_ptx(source: str, options: list[str] | None = None, arch: str = DEFAULT_ARCH,
+                timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[bool, str]:
+    """``source`` compiled to PTX for ``arch``: (True, the PTX) or (False, the trimmed compiler log)."""
+    nvcc = nvcc_path()
+    if nvcc is None:
+        return False, "nvcc not found (set NVCC or CUDA_HOME, or put nvcc on PATH)"
+    with tempfile.TemporaryDirectory(prefix="kc_nvcc_") as tmp:
+        src, out = Path(tmp) / f"kernel{CUDA.suffix}", Path(tmp) / "kernel.ptx"
+        src.write_text(source)
+        try:
+            proc = subprocess.run([nvcc, "--ptx", f"-arch={arch}", *(options or []), "-o", str(out), str(src)],
+                                  cwd=tmp, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return False, f"nvcc did not finish within {timeout_s:.0f} s"
+        except OSError as exc:
+            return False, f"could not run nvcc: {exc}"
+        if proc.returncode != 0 or not out.exists():
+            return False, trim_log((proc.stdout + proc.stderr).replace(str(src), src.name).replace(tmp + "/", ""))
+        return True, out.read_text()

@@ -10,6 +10,7 @@ this interface, so OpenCL and CUDA follow the same protocol.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,28 @@ class CompileError(KernelcastError, RuntimeError):
         self.log = log
 
 
+def guard_bytes_for(nbytes: int) -> int:
+    """The tail canary of a buffer of ``nbytes`` where no fence pages protect it: in proportion to the buffer
+    (an eighth, at least :data:`GUARD_BYTES`, at most 16 MiB), so a write off by a fraction of the buffer's own
+    length still lands in it."""
+    return int(min(max(GUARD_BYTES, nbytes // 8), 16 << 20))
+
+
+class ProgramStateError(KernelcastError, ValueError):
+    """The built program keeps writable program-scope storage, as the runtime or the compiled binary reports it
+    (whatever the source looked like to a preprocessor): state that survives between launches."""
+
+    def __init__(self, nbytes: int | None, names: list[str] | None = None) -> None:
+        what = "writable program-scope storage"
+        if names:
+            what += " (" + ", ".join(names[:5]) + ")"
+        if nbytes:
+            what += f"; the runtime counts {nbytes} bytes of program-scope data"
+        super().__init__(f"the compiled program keeps {what}: state kept in the program "
+                         "survives between launches (a kernel could keep its results or count its launches there); "
+                         "keep data in buffer arguments, and constants const or __constant")
+
+
 class DeviceRuntimeError(DeviceError, RuntimeError):
     """The runtime reported an error while enqueuing or running a kernel."""
 
@@ -59,7 +82,8 @@ class Runner(ABC):
     def build(self, source: str, entry: str, options: list[str], fresh: bool = False) -> tuple[Any, bool, float]:
         """Compile (cached by device, source hash and options): (kernel, cache_hit, compile_ms). ``fresh``
         builds a new program outside the cache, so nothing a program holds (its program-scope memory) carries
-        over from the launches of the cached one."""
+        over from the launches of the cached one. Raises :class:`ProgramStateError` when the built program keeps
+        writable program-scope storage, asked of the runtime or read from the compiled binary."""
 
     @abstractmethod
     def alloc(self, nbytes: int) -> Any:
@@ -85,6 +109,11 @@ class Runner(ABC):
     def launch(self, kernel: Any, args: list[Any], global_size: tuple[int, ...],
                local_size: tuple[int, ...] | None) -> float:
         """Run once, wait, and return the device-event time in nanoseconds."""
+
+    def local_memory_scrub(self, kernels: list[Any]) -> Callable[[], None] | None:
+        """A call that overwrites the work-group (shared) memory ``kernels`` could read at their next launch, run
+        outside any timed event; None where the device keeps none between launches or the kernels use none."""
+        return None
 
     def copy(self, dst: Any, src: Any, array: np.ndarray) -> None:
         """Restore ``dst`` from ``src`` (a pristine copy holding ``array``); the default uploads ``array``."""

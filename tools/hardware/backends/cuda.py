@@ -44,9 +44,12 @@ from kernelcast.tools.hardware.backends.base import (
     KEPT_BUILDS,
     CompileError,
     DeviceRuntimeError,
+    ProgramStateError,
     Runner,
+    guard_bytes_for,
     trim_log,  # one trimming rule for every compiler log
 )
+from kernelcast.tools.hardware.program_symbols import ptx_global_variables
 
 DEFAULT_BLOCK = 256
 PLATFORM = "NVIDIA CUDA"
@@ -186,12 +189,19 @@ def launch_dims(global_size: tuple[int, ...], local_size: tuple[int, ...] | None
 
 
 class _Buf:
-    """One allocation: guard | user region | guard. ``ptr`` is what the kernel gets."""
+    """One allocation: guard | user region | tail guard (``tail`` bytes, in proportion to the buffer).
+    ``ptr`` is what the kernel gets."""
 
-    __slots__ = ("alloc", "base", "ptr", "nbytes", "generation")
+    __slots__ = ("alloc", "base", "ptr", "nbytes", "tail", "generation")
 
     def __init__(self, alloc: Any, base: int, nbytes: int, generation: int) -> None:
         self.alloc, self.base, self.ptr, self.nbytes, self.generation = alloc, base, base + GUARD_BYTES, nbytes, generation
+        self.tail = _tail_bytes(nbytes)
+
+
+def _tail_bytes(nbytes: int) -> int:
+    """The tail guard of a buffer: in proportion to it, in whole 256-byte units (allocation alignment)."""
+    return -(-guard_bytes_for(nbytes) // 256) * 256
 
 
 class _Kernel:
@@ -290,6 +300,7 @@ class CudaRunner(Runner):
             raise DeviceRuntimeError(f"cannot run nvcc (is the CUDA toolkit on PATH?): {exc}") from None
         except self.drv.Error as exc:  # e.g. loading a cubin the device cannot run
             raise CompileError(trim_log(f"the compiled module could not be loaded: {exc}")) from None
+        self._refuse_module_state(source, entry, options)
         try:
             function = module.get_function(entry)
         except self.drv.Error as exc:
@@ -299,11 +310,25 @@ class CudaRunner(Runner):
             self._kernels.put(key, kernel)
         return kernel, False, (time.perf_counter() - start) * 1e3
 
+    def _refuse_module_state(self, source: str, entry: str, options: list[str]) -> None:
+        """Refuse a module that declares writable module-scope variables, read from the compiler's PTX (the CUDA
+        driver lists no module's globals): ``__device__``, ``__managed__`` and ``static`` variables survive
+        between launches, whatever macros hid them in the source. pycuda caches the compile on disk."""
+        from pycuda.compiler import compile as compile_module
+
+        try:
+            ptx = compile_module(ensure_c_linkage(source, entry), options=list(options), no_extern_c=True,
+                                 target="ptx")
+        except self.drv.CompileError as exc:
+            raise CompileError(trim_log(_compile_log(exc))) from None
+        if names := ptx_global_variables(ptx.decode(errors="replace") if isinstance(ptx, bytes) else str(ptx)):
+            raise ProgramStateError(None, names)
+
     def alloc(self, nbytes: int) -> _Buf:
         self._recover()
         nbytes = max(int(nbytes), 1)
         try:
-            alloc = self.drv.mem_alloc(nbytes + 2 * GUARD_BYTES)
+            alloc = self.drv.mem_alloc(GUARD_BYTES + nbytes + _tail_bytes(nbytes))
         except self.drv.Error as exc:
             raise self._fail(exc, f"cannot allocate {nbytes} bytes") from None
         return _Buf(alloc, int(alloc), nbytes, self._generation)
@@ -312,11 +337,10 @@ class CudaRunner(Runner):
         data = np.ascontiguousarray(array)
         if data.nbytes != buf.nbytes:
             raise ValueError(f"array of {data.nbytes} bytes does not fit a buffer of {buf.nbytes} bytes")
-        guard = np.full(GUARD_BYTES, GUARD_BYTE, dtype=np.uint8)
         try:
-            self.drv.memcpy_htod(buf.base, guard)
+            self.drv.memcpy_htod(buf.base, np.full(GUARD_BYTES, GUARD_BYTE, dtype=np.uint8))
             self.drv.memcpy_htod(buf.ptr, data)
-            self.drv.memcpy_htod(buf.ptr + buf.nbytes, guard)
+            self.drv.memcpy_htod(buf.ptr + buf.nbytes, np.full(buf.tail, GUARD_BYTE, dtype=np.uint8))
         except self.drv.Error as exc:
             raise self._fail(exc, "upload") from None
 
@@ -338,7 +362,7 @@ class CudaRunner(Runner):
     def guards_intact(self, buf: _Buf) -> bool:
         """Reads back only the two guard zones (a GEMM operand can be hundreds of MiB)."""
         before = np.empty(GUARD_BYTES, dtype=np.uint8)
-        after = np.empty(GUARD_BYTES, dtype=np.uint8)
+        after = np.empty(buf.tail, dtype=np.uint8)
         try:
             self.drv.memcpy_dtoh(before, buf.base)
             self.drv.memcpy_dtoh(after, buf.ptr + buf.nbytes)

@@ -7,6 +7,7 @@ import os
 import time
 import warnings
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,9 +21,13 @@ from kernelcast.tools.hardware.backends.base import (
     KEPT_BUILDS,
     CompileError,
     DeviceRuntimeError,
+    ProgramStateError,
     Runner,
+    guard_bytes_for,
     trim_log,
 )
+from kernelcast.tools.hardware.backends.host_pages import FencedPages, page_round
+from kernelcast.tools.hardware.program_symbols import writable_symbols
 from kernelcast.tools.hardware.runtimes import register as register_runtimes
 
 
@@ -169,11 +174,27 @@ def host_last_level_cache() -> int:
     return best
 
 
-class _Buf:
-    __slots__ = ("parent", "sub", "nbytes")
+# fills the work-group memory it is given with a NaN pattern, each work-group the whole of it
+_SCRUB_SOURCE = """
+__kernel void kernelcast_scrub(__local uint *slab, const uint words) {
+    for (uint i = get_local_id(0); i < words; i += get_local_size(0)) slab[i] = 0xFFA5A5A5u;
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+"""
+# work-groups per compute unit in a scrub: a CPU runtime hands work-groups to its worker threads as they come free,
+# and a thread that runs none keeps its slab; more groups reached no more threads in a test of 300 scrubs
+_SCRUB_GROUPS_PER_UNIT = 4
+_SCRUB_ITEMS = 64
 
-    def __init__(self, parent: Any, sub: Any, nbytes: int) -> None:
-        self.parent, self.sub, self.nbytes = parent, sub, nbytes
+
+class _Buf:
+    """A guarded buffer: ``parent`` holds the front canary, the user region ``sub`` and the tail canary
+    (``tail`` bytes); ``pages`` the fenced host memory it lives in on a CPU device (None elsewhere)."""
+
+    __slots__ = ("parent", "sub", "nbytes", "tail", "pages")
+
+    def __init__(self, parent: Any, sub: Any, nbytes: int, tail: int, pages: FencedPages | None = None) -> None:
+        self.parent, self.sub, self.nbytes, self.tail, self.pages = parent, sub, nbytes, tail, pages
 
 
 class OpenCLRunner(Runner):
@@ -191,9 +212,15 @@ class OpenCLRunner(Runner):
         self.spec = device_spec(self.platform, self.device, whole if units is not None else None)
         self._kernels: LRUCache[Any] = LRUCache(kept_builds)
         self._flush: tuple[Any, Any, Any] | None = None
+        self._scrub: Any = None
         self._cache_bytes: int | None = None
-        align = max(1, int(getattr(self.device, "mem_base_addr_align", 1024)) // 8)
-        self.guard = ((GUARD_BYTES + align - 1) // align) * align
+        self.align = max(1, int(getattr(self.device, "mem_base_addr_align", 1024)) // 8)
+        self.guard = self._aligned(GUARD_BYTES)
+        # a CPU device runs kernels on host memory in place: buffers go between inaccessible pages there
+        self.fenced = self.spec.device_type == "CPU"
+
+    def _aligned(self, nbytes: int) -> int:
+        return -(-int(nbytes) // self.align) * self.align
 
     def hardware_spec(self) -> HardwareSpec:
         return self.spec
@@ -209,6 +236,7 @@ class OpenCLRunner(Runner):
                 program = self.cl.Program(self.context, source).build(options=list(options))
         except self.cl.Error as exc:
             raise CompileError(trim_log(str(exc))) from None
+        self._refuse_program_state(program)
         try:
             kernel = self.cl.Kernel(program, entry)
         except self.cl.Error as exc:
@@ -217,12 +245,47 @@ class OpenCLRunner(Runner):
             self._kernels.put(key, kernel)
         return kernel, False, (time.perf_counter() - start) * 1e3
 
+    def _refuse_program_state(self, program: Any) -> None:
+        """Refuse a built program that keeps writable program-scope storage, read from the compiled binary
+        (:mod:`kernelcast.tools.hardware.program_symbols`: its data symbols in writable sections), whatever the
+        source looked like to a preprocessor. The runtime's own total (OpenCL 2.0's
+        ``CL_PROGRAM_BUILD_GLOBAL_VARIABLE_TOTAL_SIZE``) counts ``__constant`` data too on Intel's CPU runtime and
+        is 0 for everything on PoCL, so it only sizes the message. A binary in a format that names no symbols
+        (PoCL's bitcode) leaves the source gate as the check."""
+        try:
+            binary = bytes(program.binaries[0])
+        except (self.cl.Error, IndexError, TypeError, ValueError):
+            return
+        names = writable_symbols(binary)
+        if names:
+            raise ProgramStateError(self._program_scope_bytes(program), names)
+
+    def _program_scope_bytes(self, program: Any) -> int | None:
+        query = getattr(self.cl.program_build_info, "GLOBAL_VARIABLE_TOTAL_SIZE", None)
+        try:
+            return int(program.get_build_info(self.device, query)) if query is not None else None
+        except (self.cl.Error, ValueError, TypeError):
+            return None
+
     def alloc(self, nbytes: int) -> _Buf:
+        """A buffer with canary zones; on a CPU device in fenced host memory (``CL_MEM_USE_HOST_PTR``), its
+        tail canary running to the page's end, so every byte between the user region and the fence is
+        checked. Elsewhere the tail canary grows with the buffer (:func:`guard_bytes_for`)."""
         cl = self.cl
         nbytes = max(int(nbytes), 1)
-        parent = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=nbytes + 2 * self.guard)
-        sub = parent.get_sub_region(self.guard, nbytes)
-        return _Buf(parent, sub, nbytes)
+        if not self.fenced:
+            tail = self._aligned(guard_bytes_for(nbytes))
+            parent = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=self.guard + nbytes + tail)
+            return _Buf(parent, parent.get_sub_region(self.guard, nbytes), nbytes, tail)
+        size = page_round(self.guard + nbytes + GUARD_BYTES)
+        pages = FencedPages(size)
+        try:
+            parent = cl.Buffer(self.context, cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR, hostbuf=pages.array)
+            sub = parent.get_sub_region(self.guard, nbytes)
+        except cl.Error as exc:
+            pages.free()
+            raise DeviceRuntimeError(f"cannot allocate {nbytes} bytes: {trim_log(str(exc))}") from None
+        return _Buf(parent, sub, nbytes, size - self.guard - nbytes, pages)
 
     def local_memory(self, nbytes: int) -> Any:
         return self.cl.LocalMemory(max(int(nbytes), 1))
@@ -231,11 +294,11 @@ class OpenCLRunner(Runner):
         data = np.ascontiguousarray(array)
         if data.nbytes != buf.nbytes:
             raise ValueError(f"array of {array.nbytes} bytes does not fit a buffer of {buf.nbytes} bytes")
-        guard = np.full(self.guard, GUARD_BYTE, dtype=np.uint8)
-        self.cl.enqueue_copy(self.queue, buf.parent, guard, dst_offset=0)
+        self.cl.enqueue_copy(self.queue, buf.parent, np.full(self.guard, GUARD_BYTE, dtype=np.uint8), dst_offset=0)
         if data.nbytes:
             self.cl.enqueue_copy(self.queue, buf.parent, data, dst_offset=self.guard)
-        self.cl.enqueue_copy(self.queue, buf.parent, guard, dst_offset=self.guard + buf.nbytes)
+        self.cl.enqueue_copy(self.queue, buf.parent, np.full(buf.tail, GUARD_BYTE, dtype=np.uint8),
+                             dst_offset=self.guard + buf.nbytes)
         self.queue.finish()
 
     def copy(self, dst: _Buf, src: _Buf, array: np.ndarray) -> None:
@@ -252,7 +315,7 @@ class OpenCLRunner(Runner):
         """Reads back only the two guard zones: the timed launches are checked, and a whole GEMM operand per
         check would make checking cost more than the launch it checks."""
         before = np.empty(self.guard, dtype=np.uint8)
-        after = np.empty(self.guard, dtype=np.uint8)
+        after = np.empty(buf.tail, dtype=np.uint8)
         self.cl.enqueue_copy(self.queue, before, buf.parent, src_offset=0)
         self.cl.enqueue_copy(self.queue, after, buf.parent, src_offset=self.guard + buf.nbytes)
         self.queue.finish()
@@ -302,6 +365,46 @@ class OpenCLRunner(Runner):
             self._cache_bytes = min(max(cache, 4 * 2**20), 512 * 2**20)
         return self._cache_bytes
 
+    def local_memory_scrub(self, kernels: list[Any]) -> Callable[[], None] | None:
+        """A scrub of the work-group memory ``kernels`` could read at their next launch, or None when none of them
+        uses any (the runtime's ``CL_KERNEL_LOCAL_MEM_SIZE``).
+
+        Intel's CPU runtime keeps one slab of work-group memory per worker thread, shared by every work-group and
+        every kernel that runs there, across launches: a kernel could leave its results in a ``__local`` array
+        and find them at its next launch (a memo keyed by its inputs measured 2.4-2.6x). The scrub fills the
+        device's whole work-group memory with a NaN pattern in several work-groups per compute unit, and waits
+        for them, so the slabs the next launch gets hold nothing of the last one. Which thread runs which
+        work-group is the runtime's choice: a slab the scrub misses now and then (about one launch in a hundred,
+        measured) can serve a memo only that once, which moves no median. Kernels that use no work-group memory
+        cost nothing."""
+        cl = self.cl
+        used = 0
+        for kernel in kernels:
+            try:
+                used = max(used, int(kernel.get_work_group_info(cl.kernel_work_group_info.LOCAL_MEM_SIZE,
+                                                                self.device)))
+            except (cl.Error, ValueError, TypeError, AttributeError):
+                used = max(used, 1)
+        if used <= 0:
+            return None
+        size = max(int(self.spec.local_mem_bytes), used) // 4 * 4
+        if self._scrub is None:
+            self._scrub = cl.Kernel(cl.Program(self.context, _SCRUB_SOURCE).build(), "kernelcast_scrub")
+        groups = _SCRUB_GROUPS_PER_UNIT * max(1, self.spec.compute_units)
+        scrub_kernel = self._scrub
+
+        def scrub() -> None:
+            try:
+                scrub_kernel.set_args(cl.LocalMemory(size), np.uint32(size // 4))
+                cl.enqueue_nd_range_kernel(self.queue, scrub_kernel, (groups * _SCRUB_ITEMS,), (_SCRUB_ITEMS,)).wait()
+            except cl.Error as exc:
+                raise DeviceRuntimeError(f"work-group memory scrub: {trim_log(str(exc))}") from None
+
+        return scrub
+
     def release(self, buf: _Buf) -> None:
         buf.sub.release()
         buf.parent.release()
+        if buf.pages is not None:
+            self.queue.finish()  # nothing may still read or write the pages
+            buf.pages.free()
