@@ -57,7 +57,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default=None, help="platform:device index (default: the default device)")
     parser.add_argument("--check-tasks", default="saxpy,gemm,softmax,transpose,reduce_rows")
+    parser.add_argument("--protection-only", action="store_true",
+                        help="print only the cost of the work-group memory scrub and the fenced buffers")
+    parser.add_argument("--protection-points", default="saxpy:VEC=4,COARSEN=2,WG=256;gemm:LOCAL=1;gemm:LOCAL=0",
+                        help="task:params points whose measurement is timed with and without the protections")
     args = parser.parse_args()
+    protection = protection_cost(args.protection_points, args.device, args.repeats)
+    if args.protection_only:
+        print_protection(protection)
+        return
     params = {k: int(v) for k, v in (kv.split("=") for kv in args.params.split(","))}
     task = resolve_task(args.task)
     cand = task.instantiate(params)
@@ -118,6 +126,62 @@ def main() -> None:
     for name, share in check_share.items():
         row(f"timed-launch checks (re-poison, verify, fresh-seed launch): share of wall time, {name}",
             100 * share, "%", 10)
+    Console(width=170).print(table)
+    print_protection(protection)
+
+
+def _point(task_name: str, text: str) -> tuple[object, object]:
+    """A task and its candidate at ``text`` (``K=V,...``, completed from the template's default point)."""
+    task = resolve_task(task_name)
+    wanted = {k: int(v) for k, v in (kv.split("=") for kv in text.split(",") if kv)}
+    template = task.spec.template
+    return task, task.instantiate({**(dict(template.default) if template and template.default else {}), **wanted})
+
+
+def protection_cost(points: str, device: str | None, pairs: int) -> list[tuple[str, bool, float, float, float, float]]:
+    """What the integrity round 3 protections cost: each point measured (full sizes, fixed repetitions) by an
+    in-process harness with them on and off, in alternation so drifting load hits both alike. Per point: whether
+    the kernels use work-group memory (so the scrub runs), the median wall time per measurement on and off, and
+    the speedup on and off. Off means buffers in plain device memory with 4 KiB guards and no scrub."""
+    from kernelcast.tools.hardware.backends import base as backend_base
+
+    fixed = MeasureConfig(sizes="full", min_reps=20, max_reps=20, target_seconds=0.0, remeasure=False)
+    rows = []
+    for spec in points.split(";"):
+        task_name, _, params = spec.partition(":")
+        task, cand = _point(task_name, params)
+        runners = {on: OpenCLRunner(device) for on in (True, False)}
+        runners[False].fenced = False
+        runners[False].local_memory_scrub = lambda kernels: None  # type: ignore[method-assign]
+        harnesses = {on: Harness(r) for on, r in runners.items()}
+        for h in harnesses.values():
+            h.measure(task, cand, fixed)  # warm: compile, inputs, reference outputs
+        wall: dict[bool, list[float]] = {True: [], False: []}
+        speed: dict[bool, list[float]] = {True: [], False: []}
+        original = backend_base.guard_bytes_for
+        for i in range(max(2, pairs)):
+            for on in ((True, False) if i % 2 == 0 else (False, True)):
+                backend_base.guard_bytes_for = original if on else (lambda nbytes: backend_base.GUARD_BYTES)
+                m = harnesses[on].measure(task, cand, fixed)
+                wall[on].append(m.wall_ms or 0.0)
+                speed[on].append(m.speedup or 0.0)
+        backend_base.guard_bytes_for = original
+        kernel, _, _ = runners[True].build(cand.source, task.spec.entry, cand.build_options)
+        scrubbed = runners[True].local_memory_scrub([kernel]) is not None
+        rows.append((f"{task_name} {params}", scrubbed, statistics.median(wall[True]), statistics.median(wall[False]),
+                     statistics.median(speed[True]), statistics.median(speed[False])))
+    return rows
+
+
+def print_protection(rows: list[tuple[str, bool, float, float, float, float]]) -> None:
+    table = Table(title="integrity round 3 protections: work-group memory scrub + fenced buffers, on vs off "
+                        "(full sizes, 20 repetitions, alternating)")
+    for col in ("point", "scrubbed", "wall per measurement on / off", "extra time", "speedup on / off", "target"):
+        table.add_column(col)
+    for name, scrubbed, on, off, s_on, s_off in rows:
+        extra = on / off - 1 if off else float("nan")
+        table.add_row(name, "yes" if scrubbed else "no", f"{on:.0f} / {off:.0f} ms", f"{100 * extra:+.1f} %",
+                      f"{s_on:.2f}x / {s_off:.2f}x", "<= +10 %" + (" ok" if extra <= 0.10 else " MISSED"))
     Console(width=170).print(table)
 
 

@@ -19,7 +19,7 @@ from kernelcast.tools.core.program_state import mutable_state_problem
 from kernelcast.tools.core.task import Task
 from kernelcast.tools.hardware.backends import make_runner
 from kernelcast.tools.hardware.backends.base import CompileError, ProgramStateError
-from kernelcast.tools.hardware.harness import Harness, resolve_geometry, run_once, task_identity
+from kernelcast.tools.hardware.harness import Harness, task_identity
 from kernelcast.tools.hardware.worker import MeasurementWorker
 
 from support.cli import run_cli

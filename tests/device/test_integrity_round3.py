@@ -22,18 +22,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import kernelcast
 from kernelcast.session import SessionError
-from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.confinement import ConfinementError, check_candidate
 from kernelcast.tools.core.measurement import Status
 from kernelcast.tools.core.task import Task, resolve_task
 from kernelcast.tools.hardware.backends import make_runner
 from kernelcast.tools.hardware.backends.base import ProgramStateError
-from kernelcast.tools.hardware.harness import Harness, compare_outputs, resolve_geometry, run_once
+from kernelcast.tools.hardware.program_symbols import writable_symbols
 from kernelcast.tools.hardware.worker import MeasurementWorker
 
 from support.slowadd import CONFIG, SLOW_ADD, edit, write_task
@@ -56,19 +54,22 @@ def runner() -> Iterator[object]:
 
 
 # ---- program-scope state --------------------------------------------------------------------------------------
-MEMO = "if (filled > 2) { c[i] = memo[i % MAXE]; return; }\n    if (i == 0) atomic_inc(&filled);"
+# the memo is the only state: its last element counts the launches, the rest holds the outputs
+MEMO = ("if (memo[MAXE - 1] > 2.0f) { c[i] = memo[i % (MAXE - 1)]; return; }\n"
+        "    if (i == 0) memo[MAXE - 1] += 1.0f;")
+# behind a macro, the other branch declares a __constant memo; the cast writes the global one
+CAST_MEMO = MEMO.replace("memo[MAXE - 1] += 1.0f", "((__global float *)memo)[MAXE - 1] += 1.0f")
 STATEFUL = {
-    "a memo bounded by a parenthesized macro": (
-        "#define MAXE (128 * 128)\n__global float memo[MAXE];\n__global int filled = 0;\n", MEMO),
+    "a memo bounded by a parenthesized macro": ("#define MAXE (128 * 128)\n__global float memo[MAXE];\n", MEMO),
     "a memo behind #ifdef __clang__": (
-        "#define MAXE 16384\n#ifdef __clang__\n__global float memo[MAXE];\n__global int filled = 0;\n#else\n"
-        "__constant float memo[1] = {0.0f};\n__constant int filled = 0;\n#endif\n", MEMO),
+        "#define MAXE 16384\n#ifdef __clang__\n__global float memo[MAXE];\n#else\n"
+        "__constant float memo[MAXE] = {0.0f};\n#endif\n", CAST_MEMO),
     "a memo behind #if __OPENCL_C_VERSION__ == 200": (
-        "#define MAXE 16384\n#if __OPENCL_C_VERSION__ == 200\n__global float memo[MAXE];\n__global int filled = 0;\n"
-        "#else\n__constant float memo[1] = {0.0f};\n__constant int filled = 0;\n#endif\n", MEMO),
-    "a memo behind #if defined(cl_khr_fp64) || !defined(cl_khr_fp64)": (
-        "#define MAXE 16384\n#if defined(cl_khr_fp64) || !defined(cl_khr_fp64)\n__global float memo[MAXE];\n"
-        "__global int filled = 0;\n#endif\n", MEMO),
+        "#define MAXE 16384\n#if __OPENCL_C_VERSION__ == 200\n__global float memo[MAXE];\n#else\n"
+        "__constant float memo[MAXE] = {0.0f};\n#endif\n", CAST_MEMO),
+    "a memo behind #if defined(__clang_major__) && __clang_major__ > 3": (
+        "#define MAXE 16384\n#if defined(__clang_major__) && __clang_major__ > 3\n__global float memo[MAXE];\n"
+        "#else\n__constant float memo[MAXE] = {0.0f};\n#endif\n", CAST_MEMO),
     "a static counter behind a compiler macro": (
         "#ifdef __OPENCL_VERSION__\n#define KEEP static global\n#else\n#define KEEP const\n#endif\n",
         "KEEP int seen = 0;\n    if (i == 0) seen++;"),
@@ -89,8 +90,9 @@ def test_the_runtime_reports_program_scope_storage_whatever_the_source_looks_lik
     program-scope storage refuses it."""
     prefix, insert = STATEFUL[name]
     candidate = edit(task, insert, prefix=prefix, options=CL2)
-    if "GLOBAL_VARIABLE_TOTAL_SIZE" not in dir(runner.cl.program_build_info):
-        pytest.skip("this pyopencl cannot ask the runtime for program-scope storage")
+    probe = runner.cl.Program(runner.context, task.source).build()
+    if writable_symbols(bytes(probe.binaries[0])) is None:
+        pytest.skip(f"{runner.hardware_spec().platform}'s program binary names no symbols: the source gate is its check")
     with pytest.raises(ProgramStateError, match="writable program-scope storage"):
         runner.build(candidate.source, task.spec.entry, candidate.build_options)
 
@@ -227,3 +229,46 @@ def test_a_write_beyond_the_guard_zone_is_never_correct(task: Task, worker: Meas
     m = worker.measure(task, edit(task, FAR[name]), CONFIG)
     assert m.status in (Status.crash, Status.incorrect, Status.runtime_error), m
     assert m.speedup is None
+
+
+# ---- the reference's own non-finite results ----------------------------------------------------------------------
+def test_a_reference_whose_results_include_infinity_is_a_valid_oracle(tmp_path: Path,
+                                                                      worker: MeasurementWorker) -> None:
+    """+inf is a result like any other (the poison is NaN): the reference is accepted, and a candidate that
+    computes the same infinities measures correct."""
+    source = SLOW_ADD.replace("c[i] = s / 128.0f;", "c[i] = (i % 7 == 0) ? INFINITY : s / 128.0f;")
+    task = write_task(tmp_path / "inf", source)
+    assert worker.check_reference(task, "small") == []
+    assert worker.measure(task, task.reference(), CONFIG).status is Status.correct
+
+
+def test_a_reference_that_computes_nan_itself_is_told_to_change_its_inputs(tmp_path: Path,
+                                                                         worker: MeasurementWorker) -> None:
+    """NaN that the reference computes whatever its output held (sqrt of a negative input) is not an output read
+    before it is written: the advice names the inputs, not intent = "inout"."""
+    from kernelcast.tools.hardware.worker import TaskError
+
+    source = SLOW_ADD.replace("c[i] = s / 128.0f;", "c[i] = sqrt(a[i] - 2.0f);")  # inputs lie in [0, 1)
+    task = write_task(tmp_path / "nan", source)
+    with pytest.raises(TaskError, match="computes NaN") as caught:
+        worker.check_reference(task, "small")
+    assert "inout" not in str(caught.value)
+
+
+# ---- CUDA: the compiler's own list of module-scope variables -----------------------------------------------------
+def test_ptx_names_device_variables_whatever_macros_hid_them() -> None:
+    from kernelcast.tools.hardware.nvcc import compile_ptx, nvcc_available
+    from kernelcast.tools.hardware.program_symbols import ptx_global_variables, writable_symbols
+
+    if not nvcc_available():
+        pytest.skip("nvcc not found (install the CUDA toolkit or set NVCC)")
+    hidden = ('#ifdef __CUDA_ARCH__\n__device__ float memo[4096];\n#endif\n'
+              'extern "C" __global__ void k(float* x) { static __device__ int seen; seen++;\n'
+              '#ifdef __CUDA_ARCH__\n x[0] = memo[threadIdx.x];\n#endif\n }')
+    ok, ptx = compile_ptx(hidden, )
+    assert ok, ptx
+    assert "memo" in ptx_global_variables(ptx) and any("seen" in n for n in ptx_global_variables(ptx))
+    assert writable_symbols(ptx.encode()) == ptx_global_variables(ptx)
+    ok, clean = compile_ptx('__constant__ float scale[4];\nextern "C" __global__ void k(float* x) '
+                            '{ x[threadIdx.x] = scale[threadIdx.x & 3]; }', )
+    assert ok and ptx_global_variables(clean) == []

@@ -6,8 +6,8 @@ import hashlib
 import os
 import time
 import warnings
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
