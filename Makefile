@@ -1,26 +1,39 @@
-# Two entry points: `make run` (set up, then optimize a built-in task) and `make test`; `make check` and
-# `make unit` are the fast paths while working.
+# Two entry points: `make run` (set up what `optimize` needs, then optimize a built-in task) and `make test`
+# (set up everything the tests need, then check and test); `make check` and `make unit` are the fast paths while
+# working.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 TASK ?= gemm
 BUDGET ?= 24
 
-.PHONY: setup run check lint unit test bench clean
+.PHONY: setup setup-run run check lint unit test bench clean
 
-$(VENV)/.installed: pyproject.toml
+$(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# the test server's llama.cpp is built portable: compiled for the host CPU (GGML_NATIVE, its default) it died
-	# with SIGSEGV at its first completion on a Xeon with AMX (2026-12-03); not from pip's cache, which may hold a
-	# native build from another CPU under the same name
+
+# What `make run` needs: kernelcast and its runtime dependencies (the CPU OpenCL runtimes included). No llama.cpp
+# build, no torch, no test or training tools: a few minutes from nothing with a warm package cache.
+$(VENV)/.run-installed: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+# Everything the tests need: the extras test (pytest, ray, the checkers), local-llm (llama.cpp's server, for the
+# LLM tests) and train (torch and the training stack, for the forecaster-training tests). The test server's
+# llama.cpp is built portable: compiled for the host CPU (GGML_NATIVE, its default) it died with SIGSEGV at its
+# first completion on a Xeon with AMX (2026-12-03); not from pip's cache, which may hold a native build from
+# another CPU under the same name
+$(VENV)/.installed: pyproject.toml | $(PY)
 	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PY) -m pip install --quiet --no-cache-dir "llama-cpp-python[server]>=0.3"
 	$(PY) -m pip install --quiet -e ".[test,local-llm,train]"
-	touch $@
+	touch $@ $(VENV)/.run-installed
+
+setup-run: $(VENV)/.run-installed
 
 setup: $(VENV)/.installed
 
-run: setup
+run: setup-run
 	$(VENV)/bin/kernelcast optimize $(TASK) --budget $(BUDGET)
 
 # The checkers read an installed copy: the layer folders map into the kernelcast namespace at install time

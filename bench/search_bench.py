@@ -8,7 +8,7 @@ All in one run, on one device:
    ``--refine`` best points are measured twice more (until the best by median all have three: a fixed point),
    so the optimum is a median of three rather than the luckiest single measurement.
 2. **kernelcast.** selective, topk and measure-all at each budget and seed run the real graph
-   (``open_run`` + ``execute``, as ``start_run`` does) in a fresh run store, so the forecaster trains
+   (``create_run`` + ``execute``, as ``start_run`` does) in a fresh run store, so the forecaster trains
    only on the run's own measurements plus the shipped seed dataset (checked after every run: the run store
    holds no measurement of the task that the run did not buy). The measurer is the harness with the brute
    force as its cache: a template point is answered with its first brute-force measurement (what a replay
@@ -68,7 +68,7 @@ from kernelcast.graphs.context import RunEnv  # noqa: E402
 from kernelcast.graphs.route.risk_control import clopper_pearson_interval, fit_thresholds  # noqa: E402
 from kernelcast.graphs.route.routers import DEFAULT_RISK  # noqa: E402
 from kernelcast.graphs.route.trust import calibration_rows, trust_summary, trusted_decisions  # noqa: E402
-from kernelcast.graphs.run import open_run  # noqa: E402
+from kernelcast.graphs.run import create_run, prepare_run  # noqa: E402
 from kernelcast.graphs.search.graph import execute  # noqa: E402
 from kernelcast.graphs.search.spender import confirmation_config  # noqa: E402
 from kernelcast.tools.core.candidate import Candidate  # noqa: E402
@@ -286,8 +286,9 @@ class CachedMeasurer(LocalMeasurer):
             return (known.status.value, known.reason) if known.status is Status.compile_error else ("ok", "")
         return super().build(task, candidate, timeout_s)
 
-    def check_reference(self, task: Task, sizes: str = "full") -> None:
-        """Checked once before the brute force, on this device."""
+    def check_reference(self, task: Task, sizes: str = "full", timeout_s: float = 120.0) -> list[str]:
+        """Checked once before the brute force, on this device (so a run's creation finds nothing to say)."""
+        return []
 
     def measure_many(self, task: Task, candidates: Iterable[Candidate],
                      config: MeasureConfig | None = None) -> Iterator[tuple[Candidate, Measurement]]:
@@ -318,13 +319,11 @@ def kernelcast_trial(space: Space, router: str, budget: int, seed: int, sizes: s
     hardware = measurer.hardware_spec()
     if bandwidth:
         store_probes(store, hardware, bandwidth, {"task": "saxpy", "copied_by": "search_bench"})
-    config = RunConfig(task=space.task_ref, budget=budget, router=router,
-                       seed=seed, sizes=sizes, forecaster="learned")
+    config, _ = prepare_run(RunConfig(task=space.task_ref, budget=budget, router=router,
+                                      seed=seed, sizes=sizes, forecaster="learned"))
     env = RunEnv(home, measure_timeout_s=60)
     started = time.perf_counter()
-    run_id = store.create_run(Path(space.name).name, hardware.key, config.model_dump(), config.budget)
-    store.update_run(run_id, folder=str(env.folder(run_id)))
-    result = execute(open_run(run_id, config, store, env, measurer), env.checkpoints)
+    result = execute(create_run(config, store, env, measurer), env.checkpoints)
     seconds = time.perf_counter() - started
     bought = [m for m in store.measurements(run_id=result.run_id) if m.ok]
     known = [m for m in store.measurements(task=result.task) if m.ok and m.phase != "noise"]  # noise: ref vs ref

@@ -1,4 +1,7 @@
-"""Start or resume a run: build the context (measurer, agents, store) from a RunConfig and execute the graph."""
+"""Start or resume a run: build the context (measurer, agents, store) from a RunConfig and execute the graph.
+
+:func:`create_run` is the one creation of a run (optimize, sessions, the studio and the benches): what a
+configuration must hold, the reference check and the agents, all before a run row exists."""
 
 from __future__ import annotations
 
@@ -14,8 +17,9 @@ from kernelcast.graphs.route.trust import calibration_group
 from kernelcast.graphs.search.budget import confirm_reserve
 from kernelcast.graphs.search.graph import check_checkpoint, execute
 from kernelcast.graphs.search.result import RunResult
+from kernelcast.tools.core.errors import InputError
 from kernelcast.tools.core.measurement import MeasureConfig
-from kernelcast.tools.core.task import builtin_task_paths, resolve_task
+from kernelcast.tools.core.task import Task, builtin_task_paths, resolve_task
 from kernelcast.tools.hardware.measurers.base import Measurer
 from kernelcast.tools.hardware.measurers.factory import make_measurer
 from kernelcast.tools.store.store import Store
@@ -25,20 +29,24 @@ log = structlog.get_logger(__name__)
 MAX_BUDGET = 1_000_000  # measurements; a budget is stored as an SQLite integer, and a million takes days
 
 
+class NotStartable(InputError, ValueError):
+    """A configuration that could never run (bad input: exit code 2, a one-line tool error)."""
+
+
 def check_startable(config: RunConfig) -> None:
-    """What the configuration must hold before anything starts (a ``ValueError`` naming the option): so no
-    run row is left behind by an option that could never run, and no run "finishes" having spent nothing."""
+    """What the configuration must hold before anything starts (a :class:`NotStartable` naming the option): so
+    no run row is left behind by an option that could never run, and no run "finishes" having spent nothing."""
     least = 1 + confirm_reserve({}, config)  # one search measurement, plus the confirmation kept for the best
     if config.budget < least:
-        raise ValueError(f"--budget {config.budget} leaves nothing to search: a run keeps {least - 1} measurement "
-                         f"to confirm its best, so the minimum budget is {least}")
+        raise NotStartable(f"--budget {config.budget} leaves nothing to search: a run keeps {least - 1} "
+                           f"measurement to confirm its best, so the minimum budget is {least}")
     if config.budget > MAX_BUDGET:
-        raise ValueError(f"--budget {config.budget} is more than a run may spend (at most {MAX_BUDGET:,} "
-                         "measurements)")
+        raise NotStartable(f"--budget {config.budget} is more than a run may spend (at most {MAX_BUDGET:,} "
+                           "measurements)")
     if config.seed < 0:
-        raise ValueError(f"--seed must be 0 or more, got {config.seed}")
+        raise NotStartable(f"--seed must be 0 or more, got {config.seed}")
     if config.parallel < 1 and not config.replay:
-        raise ValueError(f"--parallel must be at least 1 (measurements in flight), got {config.parallel}")
+        raise NotStartable(f"--parallel must be at least 1 (measurements in flight), got {config.parallel}")
 
 
 def make_agents(config: RunConfig, store: Store, env: RunEnv, measurer: Measurer,
@@ -80,20 +88,35 @@ def open_measurer(config: RunConfig, backend: str, store: Store) -> Measurer:
                          share_device=config.share_device)
 
 
-def start_run(config: RunConfig, store: Store, env: RunEnv, run_id: str | None = None) -> RunResult:
+def prepare_run(config: RunConfig) -> tuple[RunConfig, Task]:
+    """The configuration as a run of its task stores it, and the task: refused first when it could never run
+    (:func:`check_startable`) or names no task, before any measurer starts or run row exists."""
     check_startable(config)
-    task = resolve_task(config.task)  # fail fast on an unknown task, before a run row exists
-    config = config.for_task(task, config.task if _is_builtin(config.task) else str(task.path))
+    task = resolve_task(config.task)
+    return config.for_task(task, config.task if _is_builtin(config.task) else str(task.path)), task
+
+
+def create_run(config: RunConfig, store: Store, env: RunEnv, measurer: Measurer, *, run_id: str | None = None,
+               generator: Generator | None = None) -> RunContext:
+    """THE creation of a run, for optimize, sessions, the studio and the benches (``config`` as
+    :func:`prepare_run` returns it): a configuration that could never run is refused, the reference is checked
+    on ``measurer`` (a broken task or device stops here) and the agents are built (a missing model stops here),
+    all before the run row is written; then its context is opened. ``generator``: the caller's own (a session)."""
+    check_startable(config)
+    task = resolve_task(config.task)
+    for note in measurer.check_reference(task, config.sizes, env.measure_timeout_s):
+        log.warning(note, task=task.name)
+    agents = make_agents(config, store, env, measurer, generator)
+    run_id = store.create_run(task.name, measurer.hardware_spec().key, config.model_dump(), config.budget,
+                              run_id=run_id)
+    store.update_run(run_id, folder=str(env.folder(run_id)))
+    return open_run(run_id, config, store, env, measurer, agents)
+
+
+def start_run(config: RunConfig, store: Store, env: RunEnv, run_id: str | None = None) -> RunResult:
+    config, task = prepare_run(config)
     with open_measurer(config, task.backend, store) as measurer:
-        hardware = measurer.hardware_spec()
-        # a broken task or device stops here, before a run exists
-        for note in measurer.check_reference(task, config.sizes, env.measure_timeout_s):
-            log.warning(note, task=task.name)
-        agents = make_agents(config, store, env, measurer)  # a missing model stops here too, before a run exists
-        run_id = store.create_run(task.name, hardware.key, config.model_dump(), config.budget, run_id=run_id)
-        store.update_run(run_id, folder=str(env.folder(run_id)))
-        ctx = open_run(run_id, config, store, env, measurer, agents)
-        return execute(ctx, env.checkpoints)
+        return execute(create_run(config, store, env, measurer, run_id=run_id), env.checkpoints)
 
 
 def resume_run(run_id: str, store: Store, env: RunEnv) -> RunResult:

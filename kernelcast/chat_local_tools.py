@@ -1,5 +1,7 @@
 """The chat's own tools: they read files on this machine (kernel sources, candidate .json), which the MCP tools
-never do (those take source text), and default a session to the most recent unfinished one."""
+never do (those take source text), and default a session to the most recent unfinished one. Every file is read
+through ``read_kernel_file``: a regular file, opened non-blocking, under the size cap, so a FIFO or /dev/zero
+named by mistake is a one-line error, not a hang or a MemoryError."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from kernelcast import chat_tools as ops
 from kernelcast.agents.registry import DEFAULT_FORECASTER, EXTERNAL, ForecasterName
 from kernelcast.graphs.config import RunConfig
 from kernelcast.session_views import SessionResult, SessionStatus, SubmitOutput, Suggestions
-from kernelcast.tools.core.task import Task
+from kernelcast.tools.core.task import Task, read_kernel_file
 
 
 class ReportOutput(BaseModel):
@@ -81,9 +83,7 @@ def submit_files(files: Annotated[list[str], Field(min_length=1, description="ke
         items = []
         for name in files:
             path = Path(name)
-            if not path.is_file():
-                raise ops.OperationError(f"candidate file {name} not found")
-            text = path.read_text()
+            text = read_kernel_file(path, f"candidate file {name}")  # a FIFO or /dev/zero: one line, no hang
             geometry = {k: v for k, v in (("global_size", global_size), ("local_size", local_size),
                                           ("build_options", build_options)) if v is not None}
             items.append(as_submitted(Candidate.model_validate_json(text)) if path.suffix == ".json" else

@@ -14,6 +14,7 @@ import math
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any, Literal, get_type_hints
 
 from pydantic import BaseModel, Field, ValidationError, create_model
@@ -23,13 +24,13 @@ from kernelcast import session as sessions
 from kernelcast.agents.registry import DEFAULT_FORECASTER, DEFAULT_GENERATOR, ForecasterName, GeneratorName
 from kernelcast.graphs.config import default, listed_router
 from kernelcast.graphs.route.routers import RouterName
-from kernelcast.graphs.search.result import RunResult, interval_text
+from kernelcast.graphs.search.result import RunResult, interval_text, plural
 from kernelcast.graphs.search.roofline import Throughput, throughput
 from kernelcast.graphs.search.session_graph import SubmittedCandidate
 from kernelcast.session_views import SessionResult, SessionStatus, SubmitOutput, Suggestions
 from kernelcast.throughput import shown_flags
 from kernelcast.tools.core.bins import BIN_NAMES
-from kernelcast.tools.core.candidate import Candidate, candidate_from_file, candidate_from_source
+from kernelcast.tools.core.candidate import Candidate, candidate_from_source
 from kernelcast.tools.core.errors import InputError
 from kernelcast.tools.core.measurement import Measurement
 from kernelcast.tools.core.task import BufferArg, LocalArg, Task, builtin_task_paths, load_task, resolve_task_in_roots
@@ -96,6 +97,34 @@ def confined_task(task: str) -> Task:
     from kernelcast.tools.core.settings import get_settings
 
     return resolve_task_in_roots(task, get_settings().task_roots)
+
+
+def confined_model(model: str | None) -> str | None:
+    """``model`` as given, unless it names a model on this machine (``local:PATH``): then PATH must lie under the
+    server's model roots (``<KERNELCAST_HOME>/models`` and KERNELCAST_MODEL_PATH), symlinks resolved. A path
+    outside them and a missing one get the same message, so a tool caller learns nothing of the disk."""
+    from kernelcast.agents.forecast.local import LOCAL_PREFIX
+    from kernelcast.tools.core.settings import get_settings
+
+    if model is None or not model.startswith(LOCAL_PREFIX):
+        return model
+    name = model[len(LOCAL_PREFIX):]
+    shown = name if len(name) <= 120 else name[:120] + "..."
+    refused = OperationError(f"model 'local:{shown}' is not a model under the server's model roots (its "
+                             "KERNELCAST_HOME/models folder and KERNELCAST_MODEL_PATH); tool callers may load no "
+                             "other folder")
+    if not name or "\x00" in name:
+        raise refused
+    try:
+        path = Path(name).expanduser()
+        path = (path if path.is_absolute() else get_settings().home / "models" / path).resolve()
+        roots = [root.expanduser().resolve() for root in get_settings().model_roots]
+        inside = path.exists() and any(path.is_relative_to(root) for root in roots)
+    except (OSError, RuntimeError, ValueError):
+        raise refused from None
+    if not inside:
+        raise refused
+    return LOCAL_PREFIX + str(path)
 
 
 # ---- outputs ------------------------------------------------------------------------
@@ -209,15 +238,16 @@ class RunInfo(BaseModel):
     router: str
     budget: int
     spent: int
-    best_speedup: float | None = None
+    best_speedup: float | None = Field(None, description="the answer's speedup once finished (1.0: the reference, "
+                                       "when no candidate beat it significantly); before, the best so far")
     created_at: str = ""
     result: RunResult | None = Field(None, description="the run's result once finished")
-    best_source: str | None = Field(None, description="source of the best measured kernel")
+    best_source: str | None = Field(None, description="source of the delivered kernel (the reference when no "
+                                    "candidate beat it significantly)")
 
     def text(self) -> str:
-        shown = self.result.best if self.result is not None else None
-        best = (f"best {shown.text()}" if shown is not None else f"best {self.best_speedup:.3f}x"
-                if self.best_speedup else "no measured improvement")
+        best = (f"answer {self.result.answer.text()}" if self.result is not None else
+                f"best so far {self.best_speedup:.3f}x" if self.best_speedup else "no measured improvement")
         head = (f"run {self.run_id}: {self.task}, {self.status}, router {self.router}, "
                 f"{self.spent}/{self.budget} measurements, {best}")
         r = self.result
@@ -226,8 +256,9 @@ class RunInfo(BaseModel):
         lines = [head, f"candidates considered {r.considered}; outcomes "
                        + ", ".join(f"{k} {v}" for k, v in sorted(r.counts.items()))]
         if r.best_hash:
-            lines.append(f"best candidate {r.best_hash[:8]} ({r.best_intent}), first measured after "
-                         f"{r.measurements_to_best} measurements; {r.verdict}; path: {' -> '.join(r.best_path)}")
+            lines.append(f"best measured candidate {r.best_hash[:8]} ({r.best_intent}), first measured after "
+                         f"{plural(r.measurements_to_best, 'measurement')}; {r.verdict}; path: "
+                         f"{' -> '.join(r.best_path)}")
         lines += [f"roofline: {r.roofline.text}"] if r.roofline is not None else []
         lines.append(f"run folder: {r.folder}")
         return "\n".join(lines)
@@ -274,13 +305,14 @@ def measure_kernel(task: TaskName, source: Source = None, global_size: GlobalSiz
 def forecast_speedup(task: TaskName, source: Source = None, global_size: GlobalSize = None,
                      local_size: LocalSize = None, build_options: BuildOptions = None,
                      forecaster: ForecasterArg = DEFAULT_FORECASTER,
-                     model: Annotated[str | None, Field(description="litellm model string for LLM forecasters")] = None,
+                     model: Annotated[str | None, Field(description="litellm model string for LLM forecasters, or "
+                                                        "local:PATH, a model under the server's model roots")] = None,
                      ) -> ForecastOutput:
     """Forecast a kernel's speedup distribution over the 8 bins without measuring it."""
     with clear_errors():
         t = confined_task(task)
         return forecast_candidate(t, source_candidate(t, source, global_size, local_size, build_options),
-                                  forecaster, model)
+                                  forecaster, confined_model(model))
 
 
 def optimize_kernel(task: TaskName,
@@ -309,8 +341,9 @@ def get_run(run_id: Annotated[str, Field(description="run id (or a unique prefix
         if run is None:
             raise OperationError(f"no run with id {run_id!r} (see list_runs)")
         info = _run_info(run)
-        if info.result and info.result.best_hash:
-            best = store.candidate(info.result.best_hash)
+        delivered = info.result.answer.candidate_hash if info.result else None
+        if delivered:
+            best = store.candidate(delivered)
             info.best_source = best.source if best else None
         return info
 
@@ -411,9 +444,10 @@ def source_candidate(task: Task, source: str | None, global_size: list[str] | No
 
 
 def file_candidate(task: Task, path: str | None) -> Candidate:
-    """A candidate from a kernel source or candidate .json file (the chat's /measure and /forecast)."""
+    """A candidate from a kernel source or candidate .json file (the chat's /measure and /forecast), read as
+    ``api.candidate_file`` reads a file a user names (a FIFO or /dev/zero is a one-line error)."""
     with clear_errors():
-        return candidate_from_file(path, task) if path else task.reference()
+        return api.candidate_file(path, task) if path else task.reference()
 
 
 def measure_candidate(task: Task, candidate: Candidate, sizes: Sizes = "full") -> MeasureOutput:
@@ -459,9 +493,10 @@ def _task_info(t: Task) -> TaskInfo:
 
 
 def _run_info(run: RunRecord) -> RunInfo:
+    result = RunResult.of_run(run)
     return RunInfo(run_id=run.id, task=run.task, status=run.status, router=listed_router(run),
-                   budget=run.budget, spent=run.spent, best_speedup=run.best_speedup, created_at=run.created_at,
-                   result=RunResult.of_run(run))
+                   budget=run.budget, spent=run.spent, created_at=run.created_at, result=result,
+                   best_speedup=result.answer.speedup if result is not None else run.best_speedup)
 
 
 def _kv(values: dict[str, Any]) -> str:

@@ -32,6 +32,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,7 @@ class McpConfigError(InputError, ValueError):
 
 def build_server(max_busy: int = DEFAULT_MAX_BUSY) -> MCPServer:
     """An MCPServer with every published tool registered; expensive tools share ``max_busy`` slots."""
-    server = MCPServer("kernelcast", instructions=INSTRUCTIONS, log_level="WARNING")
+    server = MCPServer("kernelcast", instructions=INSTRUCTIONS, version=server_version(), log_level="WARNING")
     slots = threading.BoundedSemaphore(max(1, max_busy))
     for name in PUBLISHED:
         fn = TOOLS[name]
@@ -77,6 +78,14 @@ def build_server(max_busy: int = DEFAULT_MAX_BUSY) -> MCPServer:
         server.add_tool(_with_progress(fn, gate) if name in PROGRESS else _with_clear_errors(fn, gate),
                         name=name, description=inspect.getdoc(fn))
     return server
+
+
+def server_version() -> str:
+    """The version the server reports to its clients: the installed kernelcast package's."""
+    try:
+        return version("kernelcast")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
 
 
 def run(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765, token: str | None = None,

@@ -30,26 +30,26 @@ from kernelcast.agents.generate.base import Proposals
 from kernelcast.graphs.config import RunConfig, default
 from kernelcast.graphs.context import RunEnv
 from kernelcast.graphs.errors import SearchFailed
-from kernelcast.graphs.run import open_measurer, open_run
+from kernelcast.graphs.run import create_run, open_measurer, open_run, prepare_run
 from kernelcast.graphs.search import puct
 from kernelcast.graphs.search.budget import Budget
 from kernelcast.graphs.search.graph import RECURSION_LIMIT, check_checkpoint, checkpointed_values, checkpointer
-from kernelcast.graphs.search.result import RunResult
+from kernelcast.graphs.search.result import RunResult, run_answer
 from kernelcast.graphs.search.session_graph import EXTERNAL, SessionCommand, SubmittedCandidate, build_session_graph, expandable
-from kernelcast.graphs.search.tree import incumbent_of, standing
+from kernelcast.graphs.search.tree import incumbent_of
 from kernelcast.session_views import (
     SessionResult,
     SessionStatus,
     SubmitOutput,
     Suggestions,
+    delivered,
     parent_suggestion,
     round_results,
-    shown_best,
 )
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.errors import InputError
 from kernelcast.tools.core.settings import get_settings
-from kernelcast.tools.core.task import builtin_task_paths, resolve_task
+from kernelcast.tools.core.task import resolve_task
 from kernelcast.tools.store.records import RunRecord
 from kernelcast.tools.store.store import Store
 
@@ -151,17 +151,12 @@ def _env(home: Path) -> Any:
     return RunEnv(home=home, measure_timeout_s=settings.measure_timeout_s, api_base=settings.api_base)
 
 
-def _context(run_id: str, config: Any, store: Store, home: Path, measurer: Any) -> Any:
-    """The run context of a session: a run's, with the caller as its generator."""
-    return open_run(run_id, config, store, _env(home), measurer, generator=ExternalGenerator())
-
-
-def _compile(session_id: str, home: Path, store: Store, measurer: Any, config: Any) -> LiveSession:
-    ctx = _context(session_id, config, store, home, measurer)
+def _compile(ctx: RunContext, home: Path) -> LiveSession:
+    """The live session of a run context whose generator is the caller (:class:`ExternalGenerator`)."""
     saver = checkpointer(ctx.env.checkpoints)
     app = build_session_graph(ctx).compile(checkpointer=saver)
-    return LiveSession(session_id=session_id, home=home, store=store, measurer=measurer, ctx=ctx, saver=saver,
-                       app=app)
+    return LiveSession(session_id=ctx.run_id, home=home, store=ctx.store, measurer=ctx.measurer, ctx=ctx,
+                       saver=saver, app=app)
 
 
 def _register(db: Path, live: LiveSession) -> None:
@@ -233,7 +228,7 @@ def _open_locked(session: str, home: Path | None) -> tuple[LiveSession | None, R
         config = RunConfig.of_run(row)
         measurer = open_measurer(config, resolve_task(config.task).backend, store)
         measurer.start()
-        live = _compile(row.id, home, store, measurer, config)
+        live = _compile(open_run(row.id, config, store, _env(home), measurer, generator=ExternalGenerator()), home)
     except Exception:
         if measurer is not None:
             measurer.close()
@@ -265,23 +260,20 @@ def start_session(task: str, budget: int = default("budget"), router: str = defa
                   device: str | None = None, model: str | None = None, home: Path | None = None) -> str:
     """Start a session (a run whose generator is the caller) and return its id; it waits for candidates."""
     settings = get_settings()
-    resolved = resolve_task(task)  # an unknown task fails here, before anything exists
-    name = task if task in builtin_task_paths() else str(resolved.path)
-    config = RunConfig.model_validate({
-        "task": name, "budget": budget, "router": router, "risk": risk, "sizes": sizes, "forecaster": forecaster,
+    # an unknown task, or a configuration `optimize` refuses (check_startable), fails here, before anything exists
+    config, resolved = prepare_run(RunConfig.model_validate({
+        "task": task, "budget": budget, "router": router, "risk": risk, "sizes": sizes, "forecaster": forecaster,
         "measure_per_round": measure_per_round, "seed": seed, "generator": EXTERNAL,
-        "device": device or settings.device, "model": model or settings.model}).for_task(resolved, name)
+        "device": device or settings.device, "model": model or settings.model}))
     home_path, db = _places(home)
     store = Store(db)
     measurer = None
     try:
         measurer = open_measurer(config, resolved.backend, store)
-        hardware = measurer.start()
-        # a broken task or device stops here, before a run exists
-        measurer.check_reference(resolved, config.sizes, settings.measure_timeout_s)
-        run_id = store.create_run(resolved.name, hardware.key, config.model_dump(), budget)
-        store.update_run(run_id, folder=str(_env(home_path).folder(run_id)))
-        live = _compile(run_id, home_path, store, measurer, config)
+        measurer.start()
+        live = _compile(create_run(config, store, _env(home_path), measurer, generator=ExternalGenerator()),
+                        home_path)
+        run_id = live.session_id
     except Exception:
         if measurer is not None:
             measurer.close()
@@ -339,10 +331,10 @@ def submit_candidates(session: str, parent: str | None,
             raise SessionError(f"no valid candidate in the submission (nothing was measured; the session goes on): "
                                f"{problems}")
         budget = live.budget()
+        answer = run_answer(live.store, live.session_id, state["nodes"])
         return SubmitOutput(session=live.session_id, parent=parent_key, results=results, spent=budget.spent(),
                             budget=live.ctx.config.budget, measurements_left=budget.allowance(state["nodes"]),
-                            best_speedup=_incumbent(state) if state.get("best") else None,
-                            best=shown_best(live.store, live.session_id, state.get("best")))
+                            best_speedup=answer.speedup, best=delivered(answer), answer=answer)
 
 
 def session_status(session: str, *, home: Path | None = None) -> SessionStatus:
@@ -361,15 +353,17 @@ def session_status(session: str, *, home: Path | None = None) -> SessionStatus:
         counts: dict[str, int] = {}
         for node in nodes.values():
             counts[node["outcome"]] = counts.get(node["outcome"], 0) + 1
-        best = state.get("best")
         finished = row.status in ("finished", "failed")
+        done = RunResult.of_run(row) if finished else None
+        answer = done.answer if done is not None else run_answer(store, row.id, nodes)
+        best = delivered(answer)
         return SessionStatus(session=row.id, task=row.task, device=row.device,
                              state=row.status if finished else "awaiting_candidates",
                              router=RunConfig.of_run(row).router, budget=row.budget,
                              spent=store.measurement_totals(row.id)[0], measurements_left=left,
-                             submissions=state.get("submissions", 0), counts=counts, best_hash=best,
-                             best_speedup=row.best_speedup if finished else
-                             (standing(nodes[best]) if best else None), best=shown_best(store, row.id, best),
+                             submissions=state.get("submissions", 0), counts=counts,
+                             best_hash=best.candidate_hash if best else None, best_speedup=answer.speedup, best=best,
+                             answer=answer,
                              parent=None if finished else state.get("parent"),
                              last_round=round_results(store, row.id, state) if state else [],
                              folder=row.folder)
@@ -404,11 +398,28 @@ def finish_session(session: str, *, on_event: EventCallback | None = None, home:
     try:
         row = _row(store, row.id)
         result = RunResult.model_validate(row.summary)
-        best = store.candidate(result.best_hash) if result.best_hash else None
-        return SessionResult(session=row.id, result=result, report=str(Path(result.folder) / "README.md"),
+        answer = result.answer.candidate_hash  # the reference when no candidate beat it significantly
+        best = store.candidate(answer) if answer else None
+        page, problem = _html_report(store, result)
+        return SessionResult(session=row.id, result=result, report=str(page or Path(result.folder) / "README.md"),
+                             readme=str(Path(result.folder) / "README.md"), report_problem=problem,
                              best_source=best.source if best else None)
     finally:
         store.close()
+
+
+def _html_report(store: Store, result: RunResult) -> tuple[Path | None, str]:
+    """A finished session's ``report.html``, as a run's (written once; finishing again finds it): (its path,
+    "") or (None, why it could not be written: a report problem never fails the session)."""
+    from kernelcast.report import write_report
+
+    page = Path(result.folder) / "report.html"
+    if page.is_file():
+        return page, ""
+    try:
+        return write_report(result.run_id, store=store), ""
+    except Exception as exc:  # noqa: BLE001 - the session is finished; a plotting problem is only worth a line
+        return None, f"report.html not written: {type(exc).__name__}: {exc}"
 
 
 # ---- helpers -------------------------------------------------------------------------------------
@@ -432,7 +443,8 @@ def _resume(value: dict[str, Any]) -> Any:
 def _require_open(session: str, home: Path | None, doing: str) -> LiveSession:
     live, row = _open(session, home)
     if live is None:
-        best = f", best {row.best_speedup:.3f}x" if row.best_speedup else ""
+        done = RunResult.of_run(row)
+        best = f", answer {done.answer.headline()}" if done is not None else ""
         raise SessionError(f"session {row.id} is {row.status}{best}: cannot {doing} it (start a new session)")
     return live
 
@@ -500,11 +512,38 @@ class Session:
     def __enter__(self) -> Session:
         return self
 
-    def __exit__(self, exc_type: object, *rest: object) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, *rest: object) -> None:
+        if exc is not None:
+            self._leave_after(exc)
+            return
         try:
-            if exc_type is None:
-                status = self.status()
-                if status.state == "awaiting_candidates" and sum(status.counts.values()) > 1:
-                    self.finish()  # (a session with no candidate yet has nothing to finish: it stays open)
+            status = self.status()
+            if status.state == "awaiting_candidates" and sum(status.counts.values()) > 1:
+                self.finish()  # (a session with no candidate yet has nothing to finish: it stays open)
         finally:
             self.close()
+
+    def _leave_after(self, exc: BaseException) -> None:
+        """Leaving the block by an exception spends nothing more: a session holding candidates stays resumable
+        (the exception says how), one without any is closed as failed, so no empty session is left waiting."""
+        try:
+            status = self.status()
+        except Exception:  # noqa: BLE001 - the caller's exception is the one to see
+            self.close()
+            return
+        if status.state != "awaiting_candidates":
+            self.close()
+            return
+        if sum(status.counts.values()) > 1:
+            self.close()
+            exc.add_note(f"session {self.id} stays open with what it measured: kernelcast.Session(session="
+                         f"{self.id!r}) resumes it")
+            return
+        _, db = _places(self.home)
+        close_session(self.id, self.home)
+        store = Store(db)
+        try:
+            store.update_run(self.id, status="failed")
+        finally:
+            store.close()
+        exc.add_note(f"session {self.id} had no candidate yet and was closed (nothing was spent)")

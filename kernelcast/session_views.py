@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from kernelcast.graphs.search.result import RunResult, ShownSpeedup, shown_speedups
+from kernelcast.graphs.search.result import Answer, RunResult, ShownSpeedup, shown_speedups
 from kernelcast.graphs.search.session_graph import Verdict
 from kernelcast.graphs.search.tree import standing
 from kernelcast.tools.core.bins import BIN_NAMES
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from kernelcast.graphs.search.session_graph import SessionState
     from kernelcast.graphs.search.tree import ForecastSummary
 
-Decision = Literal["measured", "trusted", "pruned", "deferred", "rejected", "pending"]
+Decision = Literal["measured", "reused", "trusted", "pruned", "deferred", "rejected", "pending"]
 SessionPhase = Literal["awaiting_candidates", "finished", "failed"]
 DECISIONS: dict[str, Decision] = {"measured": "measured", "failed": "measured", "verified": "measured",
                                   "accepted": "trusted", "pruned": "pruned", "dropped": "deferred",
@@ -155,9 +155,14 @@ class SubmitOutput(BaseModel):
     spent: int
     budget: int
     measurements_left: int
-    best_speedup: float | None = None
-    best: ShownSpeedup | None = Field(default=None, description="the best node's speedup, confirmed or labelled "
-                                                                "a first measurement")
+    best_speedup: float | None = Field(default=None, description="the answer's speedup: 1.0 while the reference is "
+                                                                 "the answer")
+    best: ShownSpeedup | None = Field(default=None, description="the delivered candidate (best_speedup is its speedup), "
+                                                                "confirmed or labelled a first measurement; None while "
+                                                                "the reference is the answer (answer.candidate names "
+                                                                "the best measured one)")
+    answer: Answer | None = Field(default=None, description="what the session delivers now: the reference at 1.0x "
+                                                            "until a candidate beats it significantly")
 
     def text(self) -> str:
         counts: dict[str, int] = {}
@@ -166,7 +171,8 @@ class SubmitOutput(BaseModel):
         head = (f"session {self.session}: {len(self.results)} candidates for {self.parent[:8]}: "
                 + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
                 + f"; {self.spent}/{self.budget} spent, {self.measurements_left} left for the search"
-                + (f"; best {self.best.text()}" if self.best else ""))
+                + (f"; answer {self.answer.text()}" if self.answer else
+                   f"; best {self.best.text()}" if self.best else ""))
         return "\n".join([head, *(r.text() for r in self.results)])
 
 
@@ -181,16 +187,22 @@ class SessionStatus(BaseModel):
     measurements_left: int
     submissions: int
     counts: dict[str, int] = Field(description="tree nodes by outcome (the root included)")
-    best_hash: str | None = None
-    best_speedup: float | None = None
-    best: ShownSpeedup | None = Field(default=None, description="the best node's speedup, confirmed or labelled "
-                                                                "a first measurement")
+    best_hash: str | None = Field(default=None, description="the delivered candidate's hash (None: the reference)")
+    best_speedup: float | None = Field(default=None, description="the answer's speedup: 1.0 while the reference is "
+                                                                 "the answer")
+    best: ShownSpeedup | None = Field(default=None, description="the delivered candidate (best_speedup is its speedup), "
+                                                                "confirmed or labelled a first measurement; None while "
+                                                                "the reference is the answer (answer.candidate names "
+                                                                "the best measured one)")
+    answer: Answer | None = Field(default=None, description="what the session delivers: the reference at 1.0x "
+                                                            "unless a candidate beats it significantly")
     parent: str | None = Field(default=None, description="the parent the search selected next (while awaiting)")
     last_round: list[CandidateResult] = Field(default_factory=list, description="the last submission's results")
     folder: str = ""
 
     def text(self) -> str:
-        best = (f"best {self.best.text()} ({self.best_hash[:8]})" if self.best_hash and self.best else
+        best = (f"answer {self.answer.text()}" if self.answer else
+                f"best {self.best.text()} ({self.best_hash[:8]})" if self.best_hash and self.best else
                 f"best {self.best_speedup:.3f}x ({self.best_hash[:8]})" if self.best_hash and self.best_speedup
                 else "no measured improvement yet")
         return (f"session {self.session}: {self.task}, {self.state}, router {self.router}, {self.spent}/{self.budget} "
@@ -203,8 +215,12 @@ class SessionResult(BaseModel):
 
     session: str
     result: RunResult = Field(description="the run's result: best, confirmed speedup and interval, verdict")
-    report: str = Field(description="path of the run's report (README.md in the run folder)")
-    best_source: str | None = None
+    report: str = Field(description="path of the session's report.html in its run folder, as a run's (README.md "
+                                    "when the page could not be written: see report_problem)")
+    readme: str = Field("", description="path of the run folder's README.md (the result in Markdown)")
+    report_problem: str = Field("", description="why report.html was not written (empty when it was)")
+    best_source: str | None = Field(None, description="source of the delivered kernel (``result.answer``: the "
+                                                      "reference when no candidate beat it significantly)")
 
     def text(self) -> str:
         r = self.result
@@ -212,12 +228,18 @@ class SessionResult(BaseModel):
         if not r.best_hash:
             return (f"session {self.session} finished: no correct candidate was measured; report {self.report}"
                     + roofline)
-        best = r.best.text() if r.best else f"{r.best_speedup:.3f}x"
-        return (f"session {self.session} finished: best {r.best_hash[:8]} {best} ({r.verdict}); "
+        return (f"session {self.session} finished: answer {r.answer.text()}; "
                 f"spent {r.spent}/{r.budget}; report {self.report}{roofline}")
 
 
 # ---- built from the state and the store ---------------------------------------------------------
+def delivered(answer: Answer) -> ShownSpeedup | None:
+    """The ``best`` of the session views: the delivered candidate's shown speedup, None while the reference is the
+    answer (the best measured candidate is ``answer.candidate``), so ``best_speedup`` (the answer's) and
+    ``best.speedup`` are one value from one rule (:attr:`RunResult.answer`, :func:`run_answer`)."""
+    return None if answer.is_reference else answer.candidate
+
+
 def shown_best(store: Store, run_id: str, key: str | None) -> ShownSpeedup | None:
     """The shown speedup of node ``key`` of a run (None: no key, or no correct measurement of it)."""
     return shown_speedups(store.measurements(run_id=run_id)).get(key) if key else None
@@ -256,8 +278,8 @@ def round_results(store: Store, run_id: str, state: SessionState) -> list[Candid
         key = str(verdict.hash)
         node = nodes[key]
         route = routes.get(key)
-        decision = DECISIONS.get(node["outcome"], "pending")
-        reason = route.reason if route else ""
+        decision = "reused" if verdict.reused else DECISIONS.get(node["outcome"], "pending")
+        reason = verdict.detail if verdict.reused else route.reason if route else ""
         if node["outcome"] == "dropped" and node["reason"] and route and route.decision == "measure":
             reason = node["reason"]  # routed to the hardware, but the budget ran out first
         measured = bought.get(key)

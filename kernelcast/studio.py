@@ -11,10 +11,9 @@ from typing import Any
 
 from kernelcast.api import run_env
 from kernelcast.graphs.config import RunConfig
-from kernelcast.graphs.run import open_measurer, open_run
+from kernelcast.graphs.run import create_run, open_measurer, open_run, prepare_run
 from kernelcast.graphs.search.graph import build_graph
 from kernelcast.tools.core.settings import get_settings
-from kernelcast.tools.core.task import resolve_task
 from kernelcast.tools.store.store import Store
 
 
@@ -24,12 +23,13 @@ def make_graph(config: dict[str, Any] | None = None) -> Any:
     run_id = str(options.pop("thread_id", "studio"))
     run_config = RunConfig.model_validate({"task": "gemm", **{k: v for k, v in options.items()
                                                               if k in RunConfig.model_fields}})
-    task = resolve_task(run_config.task)
-    run_config = run_config.for_task(task, run_config.task)
+    run_config, task = prepare_run(run_config)  # refused as optimize refuses it, before a measurer starts
     store = Store(settings.db_path)
     measurer = open_measurer(run_config, task.backend, store)
     atexit.register(measurer.close)  # the tooling owns the graph for the process's life; the workers go with it
-    hardware = measurer.hardware_spec()
+    env = run_env()
     if store.run(run_id) is None:
-        store.create_run(run_config.task, hardware.key, run_config.model_dump(), run_config.budget, run_id=run_id)
-    return build_graph(open_run(run_id, run_config, store, run_env(), measurer)).compile()
+        ctx = create_run(run_config, store, env, measurer, run_id=run_id)
+    else:
+        ctx = open_run(run_id, run_config, store, env, measurer)
+    return build_graph(ctx).compile()

@@ -98,7 +98,9 @@ MEANINGS: dict[type[BaseModel], dict[str, str]] = {
                        "is global / local); expressions of the sizes (and, in `[template.launch]`, the template's "
                        "parameters).",
         "local_size": "Work-group (CUDA: block) size per dimension, dividing the global size; omitted: the "
-                      "runtime chooses.",
+                      "runtime chooses. Required when the kernel depends on it (`__local` memory, "
+                      "`get_local_id`, `get_local_size`, `get_group_id`, barriers; CUDA: `__shared__`, "
+                      "`__syncthreads`): the file is refused without it.",
     },
     Tolerance: {
         "rtol": "Relative tolerance of the element-wise comparison with the reference's outputs (`allclose`).",
@@ -141,14 +143,19 @@ kernelcast tasks show task.toml                      # lists the TODOs left, eac
 `init` reads the kernel's signature as the compiler sees it (preprocessed, typedefs resolved) and writes the
 arguments in order with their dtypes and guessed intents: a pointer to const, or one the kernel never writes
 through, is `in`; one it writes is `out`, or `inout` if it also reads it. What a signature cannot say (the
-sizes, each buffer's shape, each scalar's value, the launch) is `"TODO"` with the reason.
+sizes, each buffer's shape, each scalar's value, the launch) is `"TODO"` with the reason. A kernel that depends
+on its work-group size (`__local` memory, `get_local_id`, barriers) gets `local = ["TODO"]` too: it must run with
+the work-group shape it was written for. `--force` replaces an existing task file, never the kernel source or any
+other file.
 
 ## Expressions
 
 Shapes, scalar values, launch sizes, `flops`, `bytes` and template constraints are arithmetic expressions of
 the sizes (and, in a template, of its parameters): `+ - * / // % **`, comparisons, `and`/`or` and the
 functions {functions}. Every expression is evaluated when the file loads, at both size sets; shapes must come
-out as positive whole numbers. Errors name the file and the field.
+out as positive whole numbers. Errors name the file, the table and the argument (`args[1] 'y': intent must be
+'in', 'out' or 'inout' (got 'outt') (did you mean 'out'?)`), suggest the closest key or table for a misspelt one,
+and list the defined sizes when an expression uses an undefined one.
 
 ## Tuning the kernel's own #defines
 

@@ -9,7 +9,8 @@ same reasons, for ``kernelcast tasks show``.
 
 from __future__ import annotations
 
-import json
+import tomllib
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,8 @@ from kernelcast.agents.generate.kernel_ast import (
 )
 from kernelcast.tools.core.errors import InputError
 from kernelcast.tools.core.signature import KernelParam, KernelSignatureError, kernel_params
-from kernelcast.tools.core.task import C_TYPES, DTYPES
+from kernelcast.tools.core.task import C_TYPES, DTYPES, MAX_TASK_FILE_BYTES, SourceFileError, read_kernel_file
+from kernelcast.tools.core.workgroup import workgroup_uses
 
 TODO = "TODO"
 DTYPE_OF = {c: d for d, c in C_TYPES.items()}  # kernel-side element type -> dtype
@@ -48,6 +50,8 @@ REASONS = {
              "the signature",
     "global": "the global work size per dimension (work-items in OpenCL, threads in CUDA), as expressions of "
               "[sizes]: how the kernel maps its work to work-items is not in its signature",
+    "local": "the work-group size per dimension (as many entries as global), numbers or expressions of [sizes]: "
+             "the shape the kernel's tiles and barriers were written for, which the runtime cannot guess",
     "dtype": "the element type has no kernelcast dtype (supported: " + ", ".join(DTYPES) + ")",
     "intent": "in, out or inout: the kernel could not be parsed to see whether it writes through this pointer",
 }
@@ -180,50 +184,116 @@ def _reads(ps: ParsedSource, chain: list[ci.Cursor], ref: ci.Cursor) -> bool:
     return True
 
 
-def render(name: str, source_rel: str, language: str, entry: str, args: list[ArgGuess], origin: str) -> str:
-    """The task file's text: the signature filled in, every unknown a TODO with its reason."""
-    q = json.dumps
-    lines = [f"# Written by `kernelcast init` from {origin} (kernel {entry}). Replace every TODO, then run",
+def render(name: str, source_rel: str, language: str, entry: str, args: list[ArgGuess], origin: str,
+           workgroup: list[str] | None = None) -> str:
+    """The task file's text: the signature filled in, every unknown a TODO with its reason.
+
+    Every value is a TOML string escaped here and every comment is one line with control characters blanked,
+    so nothing copied from the source (a file name with a newline, a diagnostic quoting a ``_Static_assert``
+    message) can start a line of its own; the text is read back and must parse to exactly the document meant,
+    else nothing is written."""
+    doc = _document(name, source_rel, language, entry, args, workgroup or [])
+    lines = [_comment(f"Written by `kernelcast init` from {origin} (kernel {entry}). Replace every TODO, then run"),
              "# `kernelcast tasks show` on this file: it lists what is still missing. Every field is described",
-             "# in docs/task-format.md; add [small_sizes] for quick runs and [template] to tune #defines.",
-             f"name = {q(name)}", 'description = ""', f"language = {q(language)}", f"source = {q(source_rel)}",
-             f"entry = {q(entry)}", "", f"# TODO: {REASONS['sizes']}", "[sizes]", ""]
-    for arg in args:
-        lines += ["[[args]]", f"name = {q(arg.name)}", f"kind = {q(arg.kind)}",
-                  f"dtype = {q(arg.dtype)}" + (f"  # TODO: {arg.ctype}: {REASONS['dtype']}" if arg.dtype == TODO
-                                               else f"  # {arg.ctype}")]
-        if arg.kind == "scalar":
-            lines.append(f"value = {q(TODO)}  # TODO: {REASONS['value']}")
-        else:
-            reason = REASONS["local_shape"] if arg.kind == "local" else REASONS["shape"]
-            lines.append(f"shape = [{q(TODO)}]  # TODO: {reason}")
-        if arg.kind == "buffer":
-            lines.append(f"intent = {q(arg.intent)}" + (f"  # TODO: {arg.why}" if arg.intent == TODO
-                                                       else f"  # {arg.why}"))
+             "# in docs/task-format.md; add [small_sizes] for quick runs and [template] to tune #defines."]
+    lines += [f"{key} = {_value(doc[key])}" for key in ("name", "description", "language", "source", "entry")]
+    lines += ["", _comment(f"TODO: {REASONS['sizes']}"), "[sizes]", ""]
+    for arg, table in zip(args, doc["args"]):
+        lines.append("[[args]]")
+        lines += [f"{key} = {_value(value)}" + (f"  {_comment(note)}" if (note := _note(arg, key)) else "")
+                  for key, value in table.items()]
         lines.append("")
-    lines += ["[launch]", f"global = [{q(TODO)}]  # TODO: {REASONS['global']}",
-              "# local = [...]  # optional: the work-group size; omitted, the runtime chooses", ""]
-    return "\n".join(lines)
+    lines += ["[launch]", f"global = {_value(doc['launch']['global'])}  {_comment('TODO: ' + REASONS['global'])}"]
+    if workgroup:
+        lines.append(f"local = {_value(doc['launch']['local'])}  "
+                     + _comment(f"TODO: required: {entry} uses {', '.join(workgroup[:4])}; {REASONS['local']}"))
+    else:
+        lines.append("# local = [...]  # optional: the work-group size; omitted, the runtime chooses")
+    text = "\n".join(lines + [""])
+    if tomllib.loads(text) != doc:
+        raise InitError("the task file did not read back as written; nothing was written (please report it)")
+    return text
+
+
+def _document(name: str, source_rel: str, language: str, entry: str, args: list[ArgGuess],
+              workgroup: list[str]) -> dict[str, Any]:
+    """What the task file holds, as TOML reads it back."""
+    tables: list[dict[str, Any]] = []
+    for arg in args:
+        table: dict[str, Any] = {"name": arg.name, "kind": arg.kind, "dtype": arg.dtype}
+        if arg.kind == "scalar":
+            table["value"] = TODO
+        else:
+            table["shape"] = [TODO]
+        if arg.kind == "buffer":
+            table["intent"] = arg.intent
+        tables.append(table)
+    launch: dict[str, Any] = {"global": [TODO], **({"local": [TODO]} if workgroup else {})}
+    return {"name": name, "description": "", "language": language, "source": source_rel, "entry": entry,
+            "sizes": {}, "args": tables, "launch": launch}
+
+
+def _note(arg: ArgGuess, key: str) -> str:
+    """The comment after an argument's key: its C type, or what to write for a TODO and why."""
+    if key == "dtype":
+        return f"TODO: {arg.ctype}: {REASONS['dtype']}" if arg.dtype == TODO else arg.ctype
+    if key == "value":
+        return f"TODO: {REASONS['value']}"
+    if key == "shape":
+        return f"TODO: {REASONS['local_shape'] if arg.kind == 'local' else REASONS['shape']}"
+    if key == "intent":
+        return f"TODO: {arg.why}" if arg.intent == TODO else arg.why
+    return ""
+
+
+def _value(value: str | list[str]) -> str:
+    return "[" + ", ".join(_string(v) for v in value) + "]" if isinstance(value, list) else _string(value)
+
+
+def _string(text: str) -> str:
+    """A TOML basic string: quotes, backslashes and every control character escaped."""
+    out = []
+    for ch in text:
+        category = unicodedata.category(ch)
+        if category == "Cs":  # a lone surrogate: an undecodable byte of a file name
+            raise InitError(f"{text[:80]!r} is not valid Unicode text (a name in another encoding?); rename it")
+        out.append("\\" + ch if ch in '"\\' else f"\\u{ord(ch):04X}" if category == "Cc" else ch)
+    return '"' + "".join(out) + '"'
+
+
+def _comment(text: str) -> str:
+    """One comment line: control characters and line breaks of any kind become spaces."""
+    return "# " + " ".join("".join(" " if unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp") else ch
+                                   for ch in text).split())
 
 
 def write_task(name: str, source: Path, entry: str | None = None, out: Path | None = None,
                language: str | None = None, force: bool = False) -> tuple[Path, list[ArgGuess]]:
-    """Write the task file for ``source`` (default: ``task.toml`` beside it) and return it with its guesses."""
+    """Write the task file for ``source`` (default: ``task.toml`` beside it) and return it with its guesses.
+
+    ``force`` replaces only a task file: never the kernel source itself, nor any other file."""
     source = source.resolve()
     if not source.is_file():
         raise InitError(f"kernel source {source} not found")
     out = (out or source.parent / "task.toml").resolve()
     if out.is_dir():
         out = out / "task.toml"
+    if out == source:
+        raise InitError(f"--out {out} is the kernel source itself; write the task file beside it (the default: "
+                        f"{source.parent / 'task.toml'})")
     if not source.is_relative_to(out.parent):
         raise InitError(f"the task file must sit in the kernel's folder or above it ({out} does not)")
-    if out.exists() and not force:
-        raise InitError(f"{out} exists; pass --force to replace it or --out to write another file")
+    if out.exists() or out.is_symlink():
+        if not force:
+            raise InitError(f"{out} exists; pass --force to replace it or --out to write another file")
+        if not _is_task_file(out):
+            raise InitError(f"{out} is not a task file (TOML with source and entry); --force replaces only a task "
+                            "file: choose another --out")
     language = language or language_of(source)
     try:
-        text = source.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        raise InitError(f"{source} cannot be read as UTF-8 text") from None
+        text = read_kernel_file(source, f"kernel source {source}")
+    except SourceFileError as exc:
+        raise InitError(str(exc)) from None
     if entry is None:
         names = kernel_names(text, language)
         if len(names) != 1:
@@ -231,8 +301,21 @@ def write_task(name: str, source: Path, entry: str | None = None, out: Path | No
                             "name one with --entry")
         entry = names[0]
     args = guess_args(text, entry, language)
-    out.write_text(render(name, source.relative_to(out.parent).as_posix(), language, entry, args, source.name))
+    rendered = render(name, source.relative_to(out.parent).as_posix(), language, entry, args, source.name,
+                      workgroup_uses(text, language))
+    out.write_text(rendered, encoding="utf-8")
     return out, args
+
+
+def _is_task_file(path: Path) -> bool:
+    """A regular file of TOML naming a source and an entry (what ``--force`` may replace)."""
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_TASK_FILE_BYTES:
+            return False
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    return isinstance(raw.get("source"), str) and isinstance(raw.get("entry"), str)
 
 
 def missing(raw: dict[str, Any]) -> list[tuple[str, str]]:

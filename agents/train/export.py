@@ -16,6 +16,7 @@ adapter on a base by :func:`kernelcast.agents.train.model.load_model`, and an ex
 from __future__ import annotations
 
 import shutil
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -61,31 +62,40 @@ def check_trained(folder: str | Path) -> TrainedMeta:
 
 
 def export_merged(trained: str | Path, out: str | Path, dtype: DType = "float32", overwrite: bool = False) -> ExportMeta:
-    """Merge ``trained``'s adapter into its base and write the model folder ``out`` (written beside it as
-    ``OUT.partial`` and renamed, so a killed export leaves no half folder that loads)."""
+    """Merge ``trained``'s adapter into its base and write the model folder ``out`` (written beside it in a fresh
+    hidden folder and renamed, so a killed export leaves no half folder that loads). ``overwrite`` replaces only
+    an earlier export or an empty folder: never the trained folder, a folder holding it, a file, or anything
+    beside the target."""
     source = Path(trained).expanduser().resolve()
     target = Path(out).expanduser().resolve()
     meta = check_trained(source)
-    if target == source or source in target.parents:
-        raise ValueError(f"{out}: the export must go outside the trained folder")
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        if not overwrite:
-            raise ValueError(f"{out} exists and is not empty (pass --overwrite to replace it)")
+    if target == source or source in target.parents or target in source.parents:
+        raise ValueError(f"{out}: the export must go outside the trained folder, and not into a folder holding it")
+    if target.exists() or target.is_symlink():
+        if not target.is_dir():
+            raise ValueError(f"{out} exists and is not a folder; name a new folder for the export")
+        if any(target.iterdir()) and not overwrite:
+            raise ValueError(f"{out} exists and is not empty (pass --overwrite to replace an earlier export)")
+        if any(target.iterdir()) and not (target / EXPORT_META).is_file():
+            raise ValueError(f"{out} is not an earlier export (no {EXPORT_META}); --overwrite replaces only an "
+                             "export: name a new folder")
     import torch
 
     loaded = load_model(source, "cpu")
     merged: Any = loaded.model.merge_and_unload()
     merged = merged.to(getattr(torch, dtype))
     merged.eval()
-    partial = target.with_name(target.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    merged.save_pretrained(partial)
-    loaded.tokenizer.save_pretrained(partial)
-    export = ExportMeta(source=str(source), trained=meta, dtype=dtype,
-                        exported_at=datetime.now(UTC).isoformat(timespec="seconds"))
-    (partial / EXPORT_META).write_text(export.model_dump_json(indent=2) + "\n")
-    if target.exists():
-        shutil.rmtree(target)
-    partial.rename(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+    try:
+        merged.save_pretrained(partial)
+        loaded.tokenizer.save_pretrained(partial)
+        export = ExportMeta(source=str(source), trained=meta, dtype=dtype,
+                            exported_at=datetime.now(UTC).isoformat(timespec="seconds"))
+        (partial / EXPORT_META).write_text(export.model_dump_json(indent=2) + "\n")
+        if target.exists():
+            shutil.rmtree(target)  # an earlier export or an empty folder (checked above)
+        partial.rename(target)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)  # only what this export created
     return export

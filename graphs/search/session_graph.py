@@ -11,6 +11,10 @@ become children of the parent exactly as :meth:`ExpandStep.generate` adds them; 
 router and "a measurement is stored before its checkpoint" hold as in any run. A submission with no
 valid candidate changes nothing and waits again. The session ends only when the caller says finish.
 
+A kernel this device measured before at the session's sizes (another run's, another session's) is not bought
+again, nor refused: its stored live result is reused at no cost (:mod:`kernelcast.graphs.search.reuse`), the
+kernel joins the tree measured, and its verdict says so.
+
 A submission's ``params`` claim a template point, and a stored, measured point is one no generator proposes
 again: so a candidate with params is refused (reason ``params``) unless it is the task's template instantiated
 at them, the same kernel by identity (source, geometry, options). A caller cannot make a slow kernel of its own
@@ -34,7 +38,9 @@ from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.search.graph import add_search_steps
 from kernelcast.graphs.search.nodes import SearchNodes, after_select
 from kernelcast.graphs.search.puct import EXPANDABLE
-from kernelcast.graphs.search.tree import NodeRecord, SearchState, TreeEdit, new_node
+from kernelcast.graphs.search.reuse import StoredResult, reuse, stored_results
+from kernelcast.graphs.search.spender import apply_measurement
+from kernelcast.graphs.search.tree import NodeRecord, SearchState, TreeEdit, new_node, takes_the_lead
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.task import Task, TaskError
 
@@ -76,6 +82,8 @@ class Verdict(BaseModel):
     reason: str = Field(default="", description="rejection reason code (a Validator reason, wrong_task, malformed "
                                                 "or params)")
     detail: str = Field(default="", description="how it was validated, or why it was rejected")
+    reused: bool = Field(default=False, description="measured on this device before: the stored result stands, "
+                                                    "nothing charged")
 
 
 class SessionState(SearchState, total=False):
@@ -110,34 +118,57 @@ class SessionNodes:
             verdicts = [Verdict(index=i, valid=False, reason="parent", detail=f"no expandable node {parent_key!r}")
                         for i in range(len(command.candidates))]
             return {"verdicts": [v.model_dump() for v in verdicts], "children": [], "submissions": submissions}
-        verdicts, accepted = self.validate(nodes, parent_key, command.candidates)
+        verdicts, accepted, reused = self.validate(nodes, parent_key, command.candidates)
         children = []
         for cand in accepted:
             self.ctx.store.add_candidate(cand)
             nodes[cand.hash] = new_node(cand, parent_key, nodes[parent_key]["depth"] + 1, state.get("iteration", 0))
             children.append(cand.hash)
+        best, to_best = state.get("best"), state.get("measurements_to_best", 0)
+        for cand, found in reused:
+            best, to_best = self.add_reused(nodes, parent_key, cand, found, state.get("iteration", 0), best, to_best)
         self.ctx.emit(ev.Generated(parent=parent_key, children=children, report=self._summary(verdicts)),
                       candidate_hash=parent_key)
         update: dict[str, Any] = {"verdicts": [v.model_dump() for v in verdicts], "round_parent": parent_key,
                                   "children": children, "submissions": submissions}
+        if reused:
+            update.update(nodes=nodes.changes(), best=best, measurements_to_best=to_best)
         if children:
             update.update(nodes=nodes.changes(), parent=parent_key, to_measure=[], empty_rounds=0)
         return update
 
-    def validate(self, nodes: Mapping[str, NodeRecord], parent_key: str,
-                 submitted: Iterable[SubmittedCandidate]) -> tuple[list[Verdict], list[Candidate]]:
-        """Each submission through the generators' Validator (compiled by the run's measurer), against the tree
-        and this device's measured kernels: a kernel already bought is never bought again."""
+    def add_reused(self, nodes: TreeEdit, parent_key: str, cand: Candidate, found: StoredResult, iteration: int,
+                   best: str | None, to_best: int) -> tuple[str | None, int]:
+        """Put a kernel measured before into the tree with its stored result (copied under the session, not
+        charged): (best, measurements to it) after it."""
+        ctx = self.ctx
+        ctx.store.add_candidate(cand)
+        node = new_node(cand, parent_key, nodes[parent_key]["depth"] + 1, iteration)
+        for m in reuse(ctx.store, ctx.run_id, found):
+            if m.phase != "confirm":
+                node["outcome"] = "measured" if m.ok else "failed"
+            apply_measurement(node, m, m.phase)
+        node["reason"] = f"{found.describe()}" + (f"; {node['reason']}" if node["reason"] else "")
+        nodes[cand.hash] = node
+        ctx.emit(ev.Reused(phase="search", reason=found.describe()), candidate_hash=cand.hash)
+        if takes_the_lead(nodes, cand.hash, best):
+            return cand.hash, self.search.budget.spent()
+        return best, to_best
+
+    def validate(self, nodes: Mapping[str, NodeRecord], parent_key: str, submitted: Iterable[SubmittedCandidate]
+                 ) -> tuple[list[Verdict], list[Candidate], list[tuple[Candidate, StoredResult]]]:
+        """Each submission through the generators' Validator (compiled by the run's measurer), against the tree:
+        (verdicts, new children, kernels this device measured before at these sizes, whose stored result is
+        reused: never bought twice, never refused)."""
         ctx = self.ctx
         parent = ctx.store.candidate(parent_key)
         assert parent is not None, f"parent {parent_key} missing from the store"
-        measured = {m.candidate_hash: m for m in ctx.store.measurements(task=ctx.task.name, device=ctx.hardware.key,
-                                                                       fingerprint=ctx.task.fingerprint)}
+        stored = stored_results(ctx.store, ctx.task, ctx.hardware.key, ctx.measure_config.sizes)
         report = ProposalReport(generator=EXTERNAL)
-        validator = Validator(ctx.task, parent, report, Deduplicator(set(nodes) | set(measured)), ctx.measurer,
-                              ctx.hardware)
+        validator = Validator(ctx.task, parent, report, Deduplicator(set(nodes)), ctx.measurer, ctx.hardware)
         verdicts: list[Verdict] = []
         accepted: list[Candidate] = []
+        reused: list[tuple[Candidate, StoredResult]] = []
         for index, item in enumerate(submitted):
             intent = " ".join(item.intent.split())[:200] or "external candidate"
             if item.task is not None and item.task != ctx.task.name:
@@ -160,6 +191,15 @@ class SessionNodes:
                 verdicts.append(Verdict(index=index, valid=False, hash=cand.hash, intent=intent, reason=PARAMS,
                                         detail=claim))
                 continue
+            if cand.hash in stored and cand.hash not in nodes:
+                if any(c.hash == cand.hash for c, _ in reused):
+                    verdicts.append(Verdict(index=index, valid=False, hash=cand.hash, intent=intent,
+                                            reason="duplicate", detail=f"{cand.short} is twice in this submission"))
+                    continue
+                reused.append((cand, stored[cand.hash]))
+                verdicts.append(Verdict(index=index, valid=True, hash=cand.hash, intent=intent, reused=True,
+                                        detail=stored[cand.hash].describe()))
+                continue
             if validator.check(cand):
                 accepted.append(cand)
                 verdicts.append(Verdict(index=index, valid=True, hash=cand.hash, intent=intent,
@@ -168,23 +208,23 @@ class SessionNodes:
             rejection = report.rejections[-1]
             detail = rejection.detail
             if rejection.reason.value == "duplicate":
-                detail = self._duplicate_detail(cand.hash, nodes, measured) or detail
+                detail = self._duplicate_detail(cand.hash, nodes) or detail
             verdicts.append(Verdict(index=index, valid=False, hash=cand.hash, intent=intent,
                                     reason=rejection.reason.value, detail=detail))
-        return verdicts, accepted
+        return verdicts, accepted, reused
 
     @staticmethod
-    def _duplicate_detail(key: str, nodes: Mapping[str, NodeRecord], measured: Mapping[str, Any]) -> str:
+    def _duplicate_detail(key: str, nodes: Mapping[str, NodeRecord]) -> str:
         if key in nodes:
             return f"{key[:8]} is already in this session's tree (outcome {nodes[key]['outcome']})"
-        if key in measured:
-            return f"{key[:8]} was already measured on this device: not bought again"
         return ""  # a duplicate inside this submission: the Validator's words
 
     @staticmethod
     def _summary(verdicts: list[Verdict]) -> str:
         valid = sum(1 for v in verdicts if v.valid)
-        return f"{EXTERNAL}: submitted {len(verdicts)}, valid {valid}, rejected {len(verdicts) - valid}"
+        reused = sum(1 for v in verdicts if v.reused)
+        return (f"{EXTERNAL}: submitted {len(verdicts)}, valid {valid}" + (f" ({reused} reused)" if reused else "")
+                + f", rejected {len(verdicts) - valid}")
 
 
 def params_problem(task: Task, candidate: Candidate) -> str:

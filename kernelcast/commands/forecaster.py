@@ -6,21 +6,24 @@
 from __future__ import annotations
 
 import json
+import re
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
 import typer
+from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from kernelcast import api
 from kernelcast.agents.registry import FORECASTERS
-from kernelcast.agents.train.data import CORPUS_MANIFEST, read_jsonl
+from kernelcast.agents.train.data import CORPUS_MANIFEST, TrainingRow, read_jsonl
 from kernelcast.agents.train.prompt import MAX_SOURCE_CHARS
 from kernelcast.commands.stores import readable_store
-from kernelcast.console import console, fail
+from kernelcast.console import console, err_console, fail
 from kernelcast.tools.store.store import Store
 
 
@@ -32,6 +35,42 @@ def _store_or_none() -> Iterator[Store | None]:
         return
     with readable_store() as store:
         yield store
+
+
+def _dataset_rows(data: Path, name: str) -> list[TrainingRow]:
+    """The rows of a dataset folder's ``name`` or of a .jsonl file: a regular file of training rows, else a
+    one-line error (a FIFO or /dev/zero is refused before anything is read)."""
+    path = data / name if data.is_dir() else data
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            fail(f"{path} is not a regular file; name a dataset folder or its .jsonl file")
+        return read_jsonl(path)
+    except FileNotFoundError:
+        fail(f"{path} not found; write a dataset with `kernelcast forecaster dataset OUT`")
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        fail(f"{path} is not a dataset of training rows (JSON lines as `kernelcast forecaster dataset` writes): "
+             f"{where + ': ' if where else ''}{first['msg']}")
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"{path} cannot be read as a dataset ({getattr(exc, 'strerror', None) or type(exc).__name__})")
+
+
+def _training_device(device: str | None) -> str | None:
+    """``--device`` checked before anything loads: cpu, or cuda[:N] where this machine has that CUDA device."""
+    if device is None:
+        return None
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        fail(f"--device {device!r}: no such device; use cpu or cuda (cuda:N for the N-th GPU)")
+    if device.startswith("cuda"):
+        import torch
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(device.partition(":")[2] or 0)
+        if index >= count:
+            fail(f"--device {device}: no CUDA device here" if count == 0 else
+                 f"--device {device}: this machine has {count} CUDA device(s) (cuda:0 to cuda:{count - 1})")
+    return device
 
 
 app = typer.Typer(help="Train and evaluate a forecaster model on the store's measured pairs.", no_args_is_help=True)
@@ -51,6 +90,8 @@ def dataset(
     """Write the training and evaluation sets (comments stripped, split by task and suite, unique by candidate)."""
     from kernelcast.dataset import forecaster_dataset
 
+    if out.exists() and not out.is_dir():
+        fail(f"{out} is a file; the dataset is a folder (train.jsonl, eval.jsonl, manifest.json): name a folder")
     with _store_or_none() as store:
         try:
             manifest = forecaster_dataset(store, out, include_seed=not no_seed_data,
@@ -59,6 +100,8 @@ def dataset(
                                           max_source_chars=max_source_chars)
         except ValueError as exc:
             fail(str(exc))
+        except OSError as exc:
+            fail(f"cannot write the dataset to {out}: {exc.strerror or exc}")
     console.print(f"wrote {', '.join(f'{n} ({k} rows)' for n, k in manifest.files.items())} and manifest.json to {out}")
     console.print(f"held out: {', '.join(manifest.split.eval_tasks) or 'none'} ({manifest.split.rule})")
     if manifest.dropped:
@@ -77,7 +120,10 @@ def train(
     steps: int = typer.Option(50, "--steps", min=1),
     max_seconds: float | None = typer.Option(None, "--max-seconds", help="stop after this much training time"),
     batch_size: int = typer.Option(4, "--batch-size", min=1, help="score: examples per step"),
-    prompts_per_step: int = typer.Option(1, "--prompts-per-step", min=1, help="grpo: prompts per step (8 samples each)"),
+    prompts_per_step: int = typer.Option(1, "--prompts-per-step", min=1, help="grpo: prompts per step"),
+    num_generations: int = typer.Option(8, "--num-generations", min=2, help="grpo: sampled answers per prompt"),
+    warm_start: int = typer.Option(24, "--warm-start", min=0, help="grpo: supervised steps on the answer format "
+                                   "before GRPO (without them a small model never writes a parseable answer)"),
     lr: float | None = typer.Option(None, "--lr", help="default: 2e-4 (score), 4e-5 (grpo)"),
     lora_rank: int | None = typer.Option(None, "--lora-rank", help="default: 16 (score), 32 (grpo)"),
     checkpoint_every: int = typer.Option(10, "--checkpoint-every", min=1),
@@ -87,7 +133,8 @@ def train(
     device: str | None = typer.Option(None, "--device", help="cpu or cuda (default: cuda when present)"),
 ) -> None:
     """Fine-tune a model's bin distribution on a proper scoring rule (score) or with calibration rewards (grpo)."""
-    rows = read_jsonl(data / "train.jsonl" if data.is_dir() else data)[:limit]
+    device = _training_device(device)
+    rows = _dataset_rows(data, "train.jsonl")[:limit]
     if not rows:
         fail(f"{data} holds no training rows")
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -114,8 +161,9 @@ def train(
 
                 metrics = train_grpo(GRPOSettings(
                     base=base, out=out, reward=reward, steps=steps, max_seconds=max_seconds,
-                    prompts_per_step=prompts_per_step, lr=lr or 4e-5, lora_rank=lora_rank or 32, seed=seed,
-                    checkpoint_every=checkpoint_every, device=device), rows, tick)
+                    prompts_per_step=prompts_per_step, num_generations=num_generations, lr=lr or 4e-5,
+                    lora_rank=lora_rank or 32, seed=seed, checkpoint_every=checkpoint_every,
+                    warm_start_steps=warm_start, device=device), rows, tick)
         except (FileNotFoundError, ValueError) as exc:
             fail(str(exc))
     resumed = f", resumed from step {', '.join(map(str, metrics.resumed_from))}" if metrics.resumed_from else ""
@@ -140,6 +188,8 @@ def export(
             meta = export_merged(trained, out, dtype=dtype, overwrite=overwrite)
         except (FileNotFoundError, ValueError) as exc:
             fail(str(exc))
+        except OSError as exc:
+            fail(f"cannot export to {out}: {exc.strerror or exc}")
     console.print(f"exported {trained} ({meta.trained.method} {meta.trained.objective}, {meta.trained.steps} steps, "
                   f"base {meta.trained.base}) merged as {dtype} to {out}")
     console.print(f"use it with --forecaster llm --model local:{out}, or serve it: vllm serve {out} "
@@ -160,7 +210,7 @@ def eval_(
     from kernelcast.agents.registry import make_forecaster
     from kernelcast.forecaster_eval import REPORT_ROWS, evaluate_forecaster
 
-    rows = read_jsonl(data / "eval.jsonl" if data.is_dir() else data)[:limit]
+    rows = _dataset_rows(data, "eval.jsonl")[:limit]
     if not rows:
         fail(f"{data} holds no evaluation rows")
     with _store_or_none() as store:
@@ -174,6 +224,9 @@ def eval_(
             bar = progress.add_task(f"forecasting with {forecaster}", total=len(rows))
             report = evaluate_forecaster(f"{forecaster}{' / ' + model if model else ''}", agent, rows, lookup,
                                          lambda done, total: progress.update(bar, completed=done))
+    if report.seen_tasks:
+        err_console.print(f"[yellow]warning:[/] {forecaster} has learned from the evaluation tasks "
+                      f"{', '.join(report.seen_tasks)}: these are not held-out scores", highlight=False)
     if as_json:
         print(json.dumps(report.model_dump(), indent=2))
         return

@@ -3,133 +3,106 @@
 from __future__ import annotations
 
 import json
-import sys
+from pathlib import Path
 from typing import Any
 
 import typer
 from pydantic import ValidationError
-from rich.live import Live
 from rich.table import Table
 
 from kernelcast import api
 from kernelcast.agents.registry import FORECASTERS, SELECTABLE_GENERATORS, forecaster_spec, generator_spec
+from kernelcast.commands.drive import drive, piped, report_interrupted, result_line
 from kernelcast.commands.stores import readable_store, store_exists, writable_store
 from kernelcast.console import console, err_console, fail
 from kernelcast.graphs import events as ev
-from kernelcast.graphs.config import default, listed_router
-from kernelcast.graphs.events import logged, parse
+from kernelcast.graphs.config import RunConfig, default, listed_router
+from kernelcast.graphs.events import logged
 from kernelcast.graphs.route.routers import ROUTERS, router_spec
 from kernelcast.graphs.search.result import (
     RunResult,
     ShownSpeedup,
     interval_text,
+    plural,
     ranked,
     run_roofline,
     shown_speedups,
-    spend_text,
 )
 from kernelcast.graphs.search.roofline import RooflineVerdict, Throughput, run_throughput
 from kernelcast.report import report_note
-from kernelcast.tools.core.errors import EXIT_INTERRUPTED, EXIT_USAGE
+from kernelcast.tools.core.errors import EXIT_INTERRUPTED
 from kernelcast.tools.core.settings import get_settings
+from kernelcast.tools.store.records import RunRecord
 
 app = typer.Typer()
 
 
-class LiveView:
-    """Budget, candidate counts and best speedup, updated on every graph event; with ``lines`` (output piped),
-    one line per measurement instead."""
-
-    def __init__(self, title: str, events: str | None, lines: bool = False) -> None:
-        self.title = title
-        self.events = events
-        self.lines = lines
-        self.run_id = ""
-        self.state: dict[str, Any] = {"spent": 0, "budget": "?", "considered": 0, "counts": {}, "best_speedup": None}
-        self.last = ""
-        self.live: Live | None = None
-
-    def __call__(self, kind: str, payload: dict[str, Any]) -> None:
-        if self.events == "jsonl":
-            print(json.dumps({"event": kind, **payload}, default=str), flush=True)
-        self.run_id = str(payload["run_id"])  # every event of a run names it (RunContext.emit)
-        event = parse(kind, payload)
-        if isinstance(event, ev.Progress):
-            self.state.update(spent=event.spent, budget=event.budget, considered=event.considered,
-                              counts=event.counts, best_speedup=event.best_speedup)
-        elif isinstance(event, ev.InFlight):
-            self.state["in_flight"] = f"{len(event.candidates)} candidates on {event.workers} worker(s)"
-        elif isinstance(event, ev.Spend):
-            self.state["in_flight"] = f"{len(event.in_flight)} still running" if event.in_flight else "-"
-            self.state["spent"] = event.spent
-            self.last = spend_text(event, payload["candidate"])
-            if self.lines:
-                print(f"{event.spent}/{event.budget} {self.last}", flush=True)
-        elif isinstance(event, ev.Learn):
-            self.state["forecaster"] = event.model or event.error or ""
-        if self.live is not None:
-            self.live.update(self.render())
-
-    def render(self) -> Table:
-        s = self.state
-        counts = s.get("counts", {})
-        table = Table(title=self.title, show_header=False)
-        table.add_row("hardware measurements", f"{s['spent']} / {s['budget']}")
-        table.add_row("candidates considered", str(s.get("considered", 0)))
-        table.add_row("measured (correct / failed)", f"{counts.get('measured', 0) + counts.get('verified', 0)} / "
-                                                     f"{counts.get('failed', 0)}")
-        table.add_row("accepted unverified / pruned / dropped",
-                      f"{counts.get('accepted', 0)} / {counts.get('pruned', 0)} / {counts.get('dropped', 0)}")
-        best = s.get("best_speedup")
-        table.add_row("best speedup (confirmed or first measurement)", f"{best:.3f}x" if best else "-")
-        if s.get("forecaster"):
-            table.add_row("forecaster", s["forecaster"])
-        if s.get("in_flight"):
-            table.add_row("measurements in flight", s["in_flight"])
-        table.add_row("last", self.last or "-")
-        return table
-
-
 def print_result(result: RunResult, best: ShownSpeedup | None = None, rate: Throughput | None = None,
-                 roofline: RooflineVerdict | None = None) -> None:
-    """A run's result; ``best``: the best node's shown speedup as the store has it now (default: the result's);
-    ``rate``: its throughput against the device's peaks (default: read from the store); ``roofline``: the
-    run's verdict (default: the result's)."""
-    best = best or result.best
+                 roofline: RooflineVerdict | None = None, report: str | None = None, brief: bool = False) -> None:
+    """A run's result, led by its answer (the reference at 1.0x when no candidate beat it significantly); ``best``:
+    the best measured candidate's shown speedup as the store has it now (default: the result's); ``rate``: its
+    throughput against the device's peaks (default: read from the store); ``roofline``: the run's verdict
+    (default: the result's); ``report``: the line naming the report (default: write it now); ``brief``: leave out
+    the trust line and the geometry (``show``'s one screen)."""
+    answer = result.answer_with(best)
+    candidate = answer.candidate
     roofline = roofline or result.roofline
     if rate is None and result.best_hash:
         rate = _throughput(result.run_id, result.best_hash)
-    table = Table(title=f"run {result.run_id}")
-    table.add_column("", no_wrap=True)
-    table.add_column("", overflow="fold")
+    table = Table(title=f"run {result.run_id}", show_header=False)
+    table.add_column(no_wrap=True)
+    table.add_column(overflow="fold")
     table.add_row("task / device", f"{result.task} / {result.device}")
     table.add_row("router, budget spent", f"{result.router}, {result.spent} of {result.budget}")
     table.add_row("stop reason", result.stop_reason)
     table.add_row("candidates considered", f"{result.considered} ({result.considered_per_measurement:.1f} per "
                                            f"measurement; {result.considered_all} proposed)")
-    if result.trust:
+    if result.trust and not brief:
         table.add_row("forecasts and trust", result.trust)
     table.add_row("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(result.counts.items())))
-    if result.best_hash and best is None:  # a run whose ledger is gone: what its summary recorded
-        table.add_row("best", f"{result.best_speedup or 0:.3f}x — {result.verdict}")
-    elif result.best_hash and best is not None:
-        colour = "green" if result.significant else "yellow"
-        table.add_row("best (confirmed)" if best.confirmed else "best (first measurement, not confirmed)",
-                      f"[{colour}]{best.speedup:.3f}x[/]" + (f" ({interval_text(best.interval)})" if best.confirmed
-                                                             and best.interval else "") + f" — {result.verdict}")
-        table.add_row("first measurement", f"{best.first:.3f}x (CV {best.cv or 0:.1%}), candidate "
-                                           f"{result.best_hash[:8]}, after {best.found_at} measurements")
-        if rate is not None:
+    colour = "yellow" if answer.is_reference else "green" if result.significant else "yellow"
+    table.add_row("answer", f"[{colour}]{answer.headline()}[/]: {answer.why}")
+    if candidate is not None:
+        label = "best measured candidate" if answer.is_reference else "found"
+        speed = f"{candidate.text()}; " if answer.is_reference else ""
+        cv = f" (CV {candidate.cv:.1%})" if candidate.cv is not None else ""
+        table.add_row(label, f"{speed}{candidate.candidate_hash[:8]}, first measured after "
+                             f"{plural(candidate.found_at, 'measurement')}{cv}")
+        if rate is not None and (rate.implausible or not brief):
             table.add_row("throughput", rate.text())
-        table.add_row("geometry", json.dumps(result.best_geometry))
-        table.add_row("path", " → ".join(result.best_path))
-    else:
-        table.add_row("best", "[yellow]no correct candidate was measured; the reference stays best[/]")
+        if not brief:
+            table.add_row("geometry", json.dumps(result.best_geometry))
+        table.add_row("path" if not answer.is_reference else "its path", " → ".join(result.best_path))
     if roofline is not None:
         table.add_row("roofline", roofline.text)
     table.add_row("run folder", result.folder)
     console.print(table)
-    console.print(report_note(result), highlight=False)
+    console.print(report if report is not None else report_note(result), highlight=False)
+
+
+def replayed_from(run: RunRecord) -> str | None:
+    """The store a run replayed its measurements from (None: a live run, or a config that does not validate)."""
+    try:
+        return RunConfig.of_run(run).replay
+    except ValidationError:
+        return None
+
+
+def answer_cell(run: RunRecord) -> str:
+    """A run's answer in one cell of ``runs``: its speedup, or the reference at 1.000x when no candidate beat it
+    significantly (before it finishes: its best so far, if any)."""
+    try:
+        result = RunResult.of_run(run)
+    except ValidationError:  # a summary written by hand or by another kernelcast: what the row says
+        result = None
+    if result is None:
+        return f"{run.best_speedup:.3f}x so far" if run.best_speedup else "-"
+    answer = result.answer
+    if answer.is_reference:
+        return "1.000x (reference: " + ("no correct candidate)" if answer.candidate is None
+                                        else "no significant speedup)")
+    label = "confirmed" if answer.candidate and answer.candidate.confirmed else "1st measurement"
+    return f"{answer.speedup:.3f}x ({label})"
 
 
 def _throughput(run_id: str, key: str) -> Throughput | None:
@@ -138,22 +111,22 @@ def _throughput(run_id: str, key: str) -> Throughput | None:
         return run_throughput(store, run, key) if run is not None else None
 
 
-def _drive(title: str, events: str | None, call: Any) -> Any:
-    view = LiveView(title, events, lines=events != "jsonl" and not sys.stdout.isatty())
+def _conclude(result: RunResult, events: str | None) -> None:
+    """After a run: its report written (an interrupt there says how to write it later), then the result; piped,
+    one parsable line last (:func:`~kernelcast.commands.drive.result_line`)."""
     try:
-        if events == "jsonl" or not sys.stdout.isatty():
-            return call(view)
-        with Live(view.render(), console=console, refresh_per_second=4) as live:
-            view.live = live
-            return call(view)
-    except ValidationError as exc:  # an option out of range: one line, not pydantic's report
-        fail("; ".join(f"field '{'.'.join(map(str, e['loc']))}': {e['msg']}" for e in exc.errors()), EXIT_USAGE)
-    except ValueError as exc:  # an unknown name or a bad value found below the options
-        fail(str(exc), EXIT_USAGE)
+        note = report_note(result)
     except KeyboardInterrupt:
-        run = view.run_id or "RUN (see `kernelcast runs`)"
-        console.print(f"[yellow]interrupted: `kernelcast resume {run}` continues where it stopped[/]", highlight=False)
+        console.print(f"[yellow]{report_interrupted(result.run_id)}[/]", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    page = Path(result.folder) / "report.html"
+    report = str(page) if page.is_file() else None
+    if events == "jsonl":
+        print(json.dumps({"event": "result", **result.model_dump(mode="json"), "report": report}), flush=True)
+        return
+    print_result(result, report=note)
+    if piped(events):
+        print(result_line(result, report), flush=True)
 
 
 @app.command("optimize")
@@ -183,6 +156,10 @@ def optimize(
                                      "first 2 audits here must be right)"),
     audit_share: float = typer.Option(default("audit_share"), "--audit-share", help="selective: share of the "
                                       "budget that may measure a random sample of trusted decisions (0 to 0.5)"),
+    replay: str | None = typer.Option(None, "--replay", help="measure nothing: answer from the store's recording of "
+                                      "this device (a key or a fragment of one, e.g. A100; `kernelcast import "
+                                      "kernel-tuner`), each answer drawn from its recorded times; an unrecorded "
+                                      "point is a failed measurement; the budget is charged as if live"),
 ) -> None:
     """Optimize a task under a fixed hardware budget; prints the best measured kernel and the run folder."""
     try:
@@ -196,27 +173,30 @@ def optimize(
         fail("--events takes 'jsonl'")
     if not 0.0 < risk < 1.0:
         fail(f"--risk must be between 0 and 1 (exclusive), got {risk}")
+    if replay is not None and (device or ray):
+        fail("--replay names the recorded device to answer for: leave out --device and --ray")
+    replaying = {"replay": str(get_settings().db_path)} if replay is not None else {}
     with writable_store() as store:
-        result = _drive(f"optimizing {task} ({router}, budget {budget})", events, lambda view: api.optimize(
+        result = drive(f"optimizing {task} ({router}, budget {budget})", events, lambda view: api.optimize(
             task, budget=budget, router=router, generator=generator, forecaster=forecaster,
-            model=model, device=device, seed=seed, sizes=sizes, measure_per_round=k, on_event=view,
+            model=model, device=replay or device, seed=seed, sizes=sizes, measure_per_round=k, on_event=view,
             learn_online=learn_online, risk=risk, parallel=parallel, ray=ray, share_device=share_device,
-            trust_seed_replay=seed_replay, audit_share=audit_share, store=store))
-    if events == "jsonl":
-        print(json.dumps({"event": "result", **result.model_dump()}), flush=True)
-    else:
-        print_result(result)
+            trust_seed_replay=seed_replay, audit_share=audit_share, store=store, **replaying), store, budget=budget)
+    _conclude(result, events)
 
 
 @app.command("resume")
 def resume(run_id: str = typer.Argument(...), events: str | None = typer.Option(None, "--events")) -> None:
-    """Continue an interrupted run; nothing measured is lost or bought twice."""
+    """Continue an interrupted run; nothing measured is lost or bought twice. A finished run whose report was never
+    written (interrupted while writing it) gets its report."""
     with writable_store() as store:
-        result = _drive(f"resuming {run_id}", events, lambda view: api.resume(run_id, on_event=view, store=store))
-    if events == "jsonl":
-        print(json.dumps({"event": "result", **result.model_dump()}), flush=True)
-    else:
-        print_result(result)
+        row = store.run(run_id)
+        done = RunResult.of_run(row) if row is not None and row.status == "finished" else None
+        if done is None or (Path(done.folder) / "report.html").is_file():
+            budget, spent = (row.budget, row.spent) if row is not None else (None, 0)
+            done = drive(f"resuming {run_id}", events, lambda view: api.resume(run_id, on_event=view, store=store),
+                         store, budget=budget, spent=spent)
+    _conclude(done, events)
 
 
 @app.command("runs")
@@ -228,25 +208,34 @@ def runs(task: str | None = typer.Option(None, "--task"), limit: int = typer.Opt
     with readable_store() as store:
         records, damaged = store.run_listing(task=task, limit=limit)
     table = Table(title=f"runs in {get_settings().db_path}")
-    for col in ("id", "task", "status", "router", "spent/budget", "best speedup", "created"):
+    table.add_column("id", no_wrap=True, min_width=max((len(r.id) for r in records), default=2))  # `show` needs it
+    for col in ("task", "status", "router", "spent", "answer", "created"):
         table.add_column(col)
     for run in records:
-        best = f"{run.best_speedup:.3f}x" if run.best_speedup else "-"
-        table.add_row(run.id, run.task, run.status, listed_router(run), f"{run.spent}/{run.budget}", best,
-                      run.created_at[:19])
+        status = f"{run.status}, replayed (nothing measured)" if replayed_from(run) else run.status
+        table.add_row(run.id, run.task, status, listed_router(run), f"{run.spent}/{run.budget}", answer_cell(run),
+                      run.created_at[:16].replace("T", " "))
     console.print(table)
     if damaged:
         err_console.print(f"[yellow]warning:[/] left out {len(damaged)} run row(s) that do not parse; the first: "
                           f"{damaged[0]}", highlight=False)
 
 
+SHOWN_TOP = 5  # `show`'s default: the best candidates on one screen
+
+
 @app.command("show")
 def show(run_id: str = typer.Argument(...), as_json: bool = typer.Option(False, "--json"),
-         measured: bool = typer.Option(False, "--measured", help="only the candidates measured on the hardware"),
-         top: int | None = typer.Option(None, "--top", min=1, help="only the N best candidates (confirmed first)"),
+         top: int = typer.Option(SHOWN_TOP, "--top", min=1, help="the N best candidates (confirmed first)"),
+         show_all: bool = typer.Option(False, "--all", help="everything: every measured candidate, the trust line, "
+                                       "the geometry and the decision taken for each candidate"),
+         decisions: bool = typer.Option(False, "--decisions", help="the decision taken for each candidate (the "
+                                        "router's deferrals summarized)"),
+         measured: bool = typer.Option(False, "--measured", help="decisions of the candidates measured on the "
+                                       "hardware only (implies --decisions)"),
          ) -> None:
-    """Show one run: its result, its best candidates, and the decision taken for each candidate (the
-    router's deferrals summarized)."""
+    """Show one run on one screen: its answer, the path to its best, and its best candidates with their intervals;
+    --decisions or --all for the decision taken for each candidate."""
     if not store_exists():
         fail(f"no run with id {run_id!r}: nothing has run yet ({get_settings().db_path} does not exist)")
     with readable_store() as store:
@@ -270,21 +259,42 @@ def show(run_id: str = typer.Argument(...), as_json: bool = typer.Option(False, 
         with readable_store() as store:
             rate = run_throughput(store, run, result.best_hash) if result.best_hash else None
             roofline = run_roofline(store, run)
-        print_result(result, shown.get(result.best_hash or ""), rate, roofline)
+        print_result(result, shown.get(result.best_hash or ""), rate, roofline, report=_report_line(run),
+                     brief=not show_all)
     else:
         console.print(f"run {run.id} is {run.status} ({run.spent} of {run.budget} measurements spent)")
-    best = ranked(shown)[:top] if top else ranked(shown)
-    if top:
-        tops = Table(title=f"top {len(best)} (confirmed first, then first measurements)")
-        for col in ("#", "candidate", "intent", "speedup"):
-            tops.add_column(col, overflow="fold")
-        for i, node in enumerate(best, start=1):
-            tops.add_row(str(i), node.candidate_hash[:16], intents.get(node.candidate_hash, ""), node.text())
-        console.print(tops)
-    keep = ({n.candidate_hash for n in best} if top else None)
-    if measured:
-        bought = {m.candidate_hash for m in ledger}
-        keep = bought if keep is None else keep & bought
+    best = ranked(shown) if show_all else ranked(shown)[:top]
+    console.print(top_table(best, intents, len(shown)))
+    if show_all or decisions or measured:
+        keep = {m.candidate_hash for m in ledger} if measured else None
+        decision_table(events, intents, keep)
+    else:
+        console.print("--decisions: the decision taken for each candidate; --all: everything", highlight=False)
+
+
+def _report_line(run: RunRecord) -> str:
+    """Where the run's report is (``show`` reads; it never writes one)."""
+    page = Path(run.folder or get_settings().runs_dir / run.id) / "report.html"
+    return f"report: {page}" if page.is_file() else f"no report yet: `kernelcast report {run.id}` writes it"
+
+
+def top_table(best: list[ShownSpeedup], intents: dict[str, str], measured: int) -> Table:
+    """The best candidates, confirmed first, each with its 95 % interval; a first measurement is marked "1st"."""
+    title = (f"top {len(best)} of {measured} measured correct (confirmed first; 1st: a first measurement)"
+             if len(best) < measured else f"the {plural(measured, 'candidate')} measured correct (confirmed first)")
+    table = Table(title=title)
+    for col, options in (("#", {"no_wrap": True}), ("candidate", {"no_wrap": True}), ("speedup", {"no_wrap": True}),
+                         ("95 % interval", {"no_wrap": True}), ("intent", {"overflow": "fold"})):
+        table.add_column(col, **options)
+    for i, node in enumerate(best, start=1):
+        speed = f"{node.speedup:.3f}x" + ("" if node.confirmed else " 1st")
+        table.add_row(str(i), node.candidate_hash[:8], speed, interval_text(node.interval) or "-",
+                      intents.get(node.candidate_hash, ""))
+    return table
+
+
+def decision_table(events: list[Any], intents: dict[str, str], keep: set[str] | None) -> None:
+    """The decision taken for each candidate, in order; cells wrap at word boundaries (nothing is cut)."""
     table = Table(title="decisions")
     for col in ("seq", "event", "candidate", "intent", "detail"):
         table.add_column(col, overflow="fold")
@@ -315,7 +325,7 @@ def show(run_id: str = typer.Argument(...), as_json: bool = typer.Option(False, 
         else:
             continue
         key = item.candidate or ""
-        table.add_row(str(item.seq), label, key[:16], intents.get(key, "")[:40], detail[:160])
+        table.add_row(str(item.seq), label, key[:8], intents.get(key, ""), detail)
     console.print(table)
     if drops:
         console.print(f"{drops} route:drop decisions not listed: {len(deferred)} candidates deferred for want of a "

@@ -52,13 +52,13 @@ def test_good_task_loads(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("edit", "field", "message"),
     [
-        (lambda t: t.replace('dtype = "float32"', 'dtype = "float33"'), "args.0", "float33"),
-        (lambda t: t.replace('shape = ["N"]', 'shape = ["M"]'), "args.x", "undefined name"),
-        (lambda t: t.replace('entry = "scale"\n', ""), "entry", "Field required"),
-        (lambda t: t.replace('intent = "inout"', 'intent = "in"'), "(top level)", "out"),
-        (lambda t: t.replace('global = ["N"]', 'global = ["N +"]'), "launch", "cannot parse"),
-        (lambda t: t.replace("N = 64", "M = 64"), "(top level)", "small_sizes"),
-        (lambda t: t + "\nbogus = 1\n", "bogus", "Extra inputs"),
+        (lambda t: t.replace('dtype = "float32"', 'dtype = "float33"'), "args[0] 'x': dtype", "float33"),
+        (lambda t: t.replace('shape = ["N"]', 'shape = ["M"]'), "args[0] 'x': shape", "not defined"),
+        (lambda t: t.replace('entry = "scale"\n', ""), "entry", "missing key"),
+        (lambda t: t.replace('intent = "inout"', 'intent = "in"'), "[[args]]", "out"),
+        (lambda t: t.replace('global = ["N"]', 'global = ["N +"]'), "[launch] global", "cannot parse"),
+        (lambda t: t.replace("N = 64", "M = 64"), "[small_sizes]", "lacks N"),
+        (lambda t: t + "\nbogus = 1\n", "[launch]: unknown key 'bogus'", "unknown key"),
     ],
 )
 def test_validation_errors_name_file_and_field(tmp_path: Path, edit, field: str, message: str) -> None:

@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     task_path: str = Field(default=".", description=(
         "folders (os.pathsep separated) whose task files MCP and chat callers may name; built-in tasks are "
         "always available. Default: the current directory. Empty: built-ins only"))
+    model_path: str = Field(default="", description=(
+        "folders (os.pathsep separated) besides <home>/models whose models MCP and chat tool callers may load "
+        "with model=\"local:PATH\"; no other folder on the server's disk is loaded for them"))
     mcp_token: SecretStr | None = Field(default=None, description="bearer token the MCP HTTP server requires")
     no_runtime_registration: bool = Field(default=False, description=(
         "leave OCL_ICD_VENDORS alone: do not register the OpenCL runtimes kernelcast installed"))
@@ -53,6 +56,12 @@ class Settings(BaseSettings):
     def task_roots(self) -> list[Path]:
         """The folders of KERNELCAST_TASK_PATH (empty entries dropped)."""
         return [Path(p) for p in self.task_path.split(os.pathsep) if p.strip()]
+
+
+    @property
+    def model_roots(self) -> list[Path]:
+        """Where tool callers' ``local:`` models may live: <home>/models, then KERNELCAST_MODEL_PATH's folders."""
+        return [self.home / "models", *(Path(p) for p in self.model_path.split(os.pathsep) if p.strip())]
 
 
 @lru_cache(maxsize=1)

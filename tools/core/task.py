@@ -41,6 +41,8 @@ from kernelcast.tools.core.expr import ExpressionError, evaluate, evaluate_int, 
 from kernelcast.tools.core.language import LanguageName
 from kernelcast.tools.core.preprocess import MAX_SOURCE_BYTES, blank_comments_and_literals, confinement_problem
 from kernelcast.tools.core.signature import KernelParam, KernelSignatureError, kernel_params
+from kernelcast.tools.core.task_errors import did_you_mean, plain_errors
+from kernelcast.tools.core.workgroup import local_size_advice, workgroup_uses
 
 if TYPE_CHECKING:
     from kernelcast.tools.core.candidate import Candidate
@@ -206,45 +208,64 @@ class TaskSpec(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> "TaskSpec":
         names = [a.name for a in self.args]
-        if len(set(names)) != len(names):
-            raise ValueError("argument names must be unique")
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"[[args]]: argument name(s) {', '.join(map(repr, twice))} appear more than once")
         if not any(isinstance(a, BufferArg) and a.direction in ("out", "inout") for a in self.args):
-            raise ValueError("at least one buffer must have intent 'out' or 'inout'")
-        sizes = dict(self.sizes)
+            raise ValueError("[[args]]: no buffer has intent 'out' or 'inout': mark the buffer(s) the kernel "
+                             "writes its result to")
         for label, table in (("sizes", self.sizes), ("small_sizes", self.small_sizes or {})):
             for key, value in table.items():
                 if value <= 0:
-                    raise ValueError(f"{label}.{key} must be positive")
+                    raise ValueError(f"[{label}] {key} must be positive (got {value})")
         if self.small_sizes is not None and set(self.small_sizes) != set(self.sizes):
-            raise ValueError("small_sizes must name the same sizes as sizes")
-        known = set(sizes)
-        for arg in self.args:
+            lacking = sorted(set(self.sizes) - set(self.small_sizes))
+            extra = sorted(set(self.small_sizes) - set(self.sizes))
+            problems = ([f"lacks {', '.join(lacking)} (every size in [sizes] needs a small value)"] if lacking else [])
+            problems += [f"names {', '.join(extra)}, which [sizes] does not define"
+                         + did_you_mean(extra[0], [k for k in self.sizes if k not in self.small_sizes])] if extra else []
+            raise ValueError(f"[small_sizes] {'; it '.join(problems)}")
+        known = set(self.sizes)
+        for i, arg in enumerate(self.args):
             exprs = arg.shape if isinstance(arg, (BufferArg, LocalArg)) else [arg.value]
+            key = "shape" if isinstance(arg, (BufferArg, LocalArg)) else "value"
             for e in exprs:
-                _check_names(e, known, f"args.{arg.name}")
-        for e in [*self.launch.global_size, *(self.launch.local_size or [])]:
-            _check_names(e, known, "launch")
+                _check_names(e, known, f"args[{i}] {arg.name!r}: {key}", "sizes")
+        for key, exprs in (("global", self.launch.global_size), ("local", self.launch.local_size or [])):
+            for e in exprs:
+                _check_names(e, known, f"[launch] {key}", "sizes")
         if self.template is not None:
             tknown = known | set(self.template.params)
             tlaunch = self.template.launch or self.launch
-            for e in [*tlaunch.global_size, *(tlaunch.local_size or [])]:
-                _check_names(e, tknown, "template.launch")
+            section = "[template.launch]" if self.template.launch else "[launch]"
+            for key, exprs in (("global", tlaunch.global_size), ("local", tlaunch.local_size or [])):
+                for e in exprs:
+                    _check_names(e, tknown, f"{section} {key}", "sizes and template parameters")
             for c in self.template.constraints:
-                _check_names(c, tknown, "template.constraints")
+                _check_names(c, tknown, "[template] constraints", "sizes and template parameters")
             if self.template.default is not None:
                 for key, chosen in self.template.default.items():
-                    if key not in self.template.params or chosen not in self.template.params[key]:
-                        raise ValueError(f"template.default.{key}={chosen!r} is not an allowed value")
+                    if key not in self.template.params:
+                        raise ValueError(f"[template] default names {key!r}, which is not a template parameter "
+                                         f"(parameters: {', '.join(self.template.params)})"
+                                         + did_you_mean(key, self.template.params))
+                    if chosen not in self.template.params[key]:
+                        raise ValueError(f"[template] default {key} = {chosen!r} is not one of its values "
+                                         f"{self.template.params[key]}")
         return self
 
 
-def _check_names(expr: str | int | float, known: set[str], where: str) -> None:
+def _check_names(expr: str | int | float, known: set[str], where: str, defined: str) -> None:
+    """Every name ``expr`` uses is defined; the error lists what is (``defined``: what they are called)."""
     try:
         unknown = names_in(expr) - known
     except ExpressionError as exc:
         raise ValueError(f"{where}: {exc}") from None
     if unknown:
-        raise ValueError(f"{where}: expression {expr!r} uses undefined name(s) {sorted(unknown)}")
+        first = sorted(unknown)[0]
+        raise ValueError(f"{where} {expr!r} uses {', '.join(sorted(unknown))}, which "
+                         f"{'is' if len(unknown) == 1 else 'are'} not defined (defined {defined}: "
+                         f"{', '.join(sorted(known)) or 'none'})" + did_you_mean(first, known))
 
 
 class Task:
@@ -480,14 +501,7 @@ def load_task(path: str | Path) -> Task:
     try:
         spec = TaskSpec.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"field '{'.'.join(str(p) for p in err['loc']) or '(top level)'}': {err['msg']}"
-            + (f" (got {err['input']!r})" if err["type"] != "extra_forbidden" and (
-                isinstance(err.get("input"), (int, float)) or (isinstance(err.get("input"), str)
-                                                               and len(err["input"]) <= 80)) else "")
-            for err in exc.errors()
-        )
-        raise TaskError(f"{path}: {problems}") from None
+        raise TaskError(f"{path}: {'; '.join(plain_errors(exc, raw, TaskSpec))}") from None
     source = _read_source(path, spec.source, "source")
     template_source = None
     if spec.template is not None:  # no template source: the task's own kernel, tuned as it is
@@ -496,9 +510,30 @@ def load_task(path: str | Path) -> Task:
     task = Task(spec, path, source, template_source)
     _check_expressions(task)
     reference = _check_arguments(task)
+    _check_workgroup(task)
     if spec.template is not None:
         _check_template(task, reference)
     return task
+
+
+def _check_workgroup(task: Task) -> None:
+    """A kernel written for one work-group shape (``__local`` tiles, ``get_local_id``, barriers) needs
+    ``[launch] local``: left to the runtime it runs past its tiles, and the reference check could only
+    report a crash. Checked for the reference, and for the template's source under its own launch."""
+    spec, where = task.spec, task.path
+    checks: list[tuple[str, Launch, str, tuple[str, ...]]] = [("launch", spec.launch, task.source, ())]
+    if spec.template is not None and task.template_source is not None:
+        point = _first_point(task)
+        defines = tuple(f"-D{k}={v}" for k, v in sorted(point.items()))
+        checks.append(("template.launch" if spec.template.launch else "launch", task.template_launch,
+                       task.template_source, defines))
+    for field, launch, source, options in checks:
+        if launch.local_size:
+            continue
+        uses = workgroup_uses(source, task.language, options)
+        if uses:
+            table = "template" if field.startswith("template") else "reference"
+            raise TaskError(f"{where}: [{field}]: the {table} {local_size_advice(uses, spec.entry)}")
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
