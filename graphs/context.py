@@ -16,7 +16,7 @@ from kernelcast.agents.generate.base import Generator
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.events import RunEvent, parse
 from kernelcast.graphs.route.routers import make_router
-from kernelcast.graphs.route.routing import Router
+from kernelcast.graphs.route.routers.base import Router
 from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig
 from kernelcast.tools.core.task import Task
 from kernelcast.tools.hardware.measurers.base import Measurer

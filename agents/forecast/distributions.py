@@ -100,7 +100,7 @@ def log_speedup_quantile(u: float, probabilities: Sequence[float] | np.ndarray, 
                          log_sd: float | None = None, log_dof: float | None = None) -> float:
     """The ``u``-quantile of ln S under a forecast: its continuous belief if it has one, else its bins (uniform in
     ln S within each bin, the open end bins reaching 1/16 and 16). With ``u`` uniform in (0, 1) it is one draw
-    from the forecast: Thompson sampling's draw (``graphs.route.routing``)."""
+    from the forecast: Thompson sampling's draw (``graphs.route.routers.ordering``)."""
     u = min(max(u, 1e-9), 1.0 - 1e-9)
     if log_mean is not None and log_sd is not None and log_sd > 0:
         dist, to_scale = _standard(log_dof)

@@ -8,49 +8,29 @@ forecast about the family, and the forecaster widens its belief about a family i
 it has seen of it (``agents.blended_forecaster``).
 
 Read from the candidate's typed parameters, never from its intent text: a derived point's parameters name
-its transformations (``agents.derived_space``), a template point carries the template's parameters, and a
+its transformations (``agents.generate.derived_space``, which the
+transformation registry feeds), a template point carries the template's parameters, and a
 kernel without parameters is written (a user's, an LLM's, a generic variant of a parent).
 """
 
 from __future__ import annotations
 
+from kernelcast.agents.generate.transforms.registry import point_family
 from kernelcast.tools.core.candidate import DERIVED_BASE, Candidate
 
 TEMPLATE = "template"  # a point of the task's own template
 WRITTEN = "written"  # a kernel without parameters: the reference, a user's or an LLM's, a generic variant
 BASE = "derived base"  # a derived point that changes nothing structural (its work-group or build options only)
-_KEEP = "keep"
 
 
 def transformation_family(candidate: Candidate) -> str:
     """The family a candidate's change belongs to (see the module docstring): for a derived point, its most
-    structural transformation (coarsening, with its mapping, before row reduction, local tiling, scalar
-    replacement, unroll, restrict and the work-group shape)."""
+    structural transformation (``FAMILY_ORDER`` in :mod:`kernelcast.agents.generate.transforms.registry`:
+    coarsening, with its mapping, before row reduction, local tiling, scalar replacement, unroll, restrict and
+    the work-group shape)."""
     params = candidate.params
     if not params:
         return WRITTEN
     if DERIVED_BASE not in params:
         return TEMPLATE
-    if _int(params.get("coarsen_x", 1)) > 1 or _int(params.get("coarsen_y", 1)) > 1:
-        return f"coarsen ({params.get('mapping', 'cyclic')})"
-    if _int(params.get("row_threads", 1)) > 1:
-        return "row reduction"
-    if _int(params.get("local_tile", 0)) > 0:
-        return "local tile"
-    if _int(params.get("scalar_replace", 0)):
-        return "scalar replacement"
-    if _int(params.get("unroll", 1)) > 1:
-        return "unroll"
-    if _int(params.get("restrict", 0)):
-        return "restrict"
-    if params.get("work_group", _KEEP) != _KEEP:
-        return "work-group"
-    return BASE
-
-
-def _int(value: object) -> int:
-    """A parameter value as an integer (stored points may carry numbers as strings); 0 when it is none."""
-    try:
-        return int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        return 0
+    return point_family(params) or BASE

@@ -1,6 +1,6 @@
 """Whether a run's forecasts have ranked its measured children: the in-task skill that lets them lead a round.
 
-The share a round's forecasts claim (``routing.forecast_lead``: var(means) / (var(means) + mean(sd^2)), an R^2)
+The share a round's forecasts claim (``routers.ordering.forecast_lead``: var(means) / (var(means) + mean(sd^2)), an R^2)
 counts every part of their sd against them, also the part all candidates of a task share (how fast this device runs
 this kind of kernel at all), which moves every child alike and leaves the ranking intact. On the built-in gemm the
 forecasts claimed 2-3 % of the opening round while ranking what measure-all measured at Spearman 0.35-0.62 (two

@@ -90,17 +90,24 @@ def stage_of(store: Store, run_id: str) -> int:
     return sum(1 for e in store.events(run_id, kind="spend") if _is_correct_spend(e))
 
 
-ForecasterKey = tuple[str, str | None]  # (forecaster, model) as a run's config names them
+ForecasterKey = tuple[str, str | None]  # (forecaster, model): a local model by its weights' digest
+
+
+def forecaster_key(config: RunConfig) -> ForecasterKey:
+    """The key a run's calibration rows are kept and certified under: the forecaster and its model, a ``local:``
+    model by the digest of its weights the run recorded (a model written over another at the same path must
+    not inherit its record)."""
+    return config.forecaster, config.model_weights or config.model
 
 
 def forecaster_of(run: RunRecord) -> ForecasterKey | None:
-    """The (forecaster, model) a run forecast with: the key its calibration rows are kept under (None: its stored
-    config does not validate, so its rows belong to no forecaster)."""
+    """The key of the forecaster a stored run forecast with (:func:`forecaster_key`; None: its stored config
+    does not validate, so its rows belong to no forecaster)."""
     try:
         config = RunConfig.of_run(run)
     except ValidationError:
         return None
-    return config.forecaster, config.model
+    return forecaster_key(config)
 
 
 def _device_decisions(store: Store, device: str,
@@ -362,6 +369,6 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
 
 
 __all__ = ["AuditRate", "RouteRecord", "TrustSummary", "TrustedDecision", "beat_incumbent", "beat_of",
-           "calibration_group", "calibration_rows", "decision_wrong", "forecaster_of",
+           "calibration_group", "calibration_rows", "decision_wrong", "forecaster_key", "forecaster_of",
            "group_of_run", "last_routes", "live_counts", "stage_of",
            "trust_for", "trust_summary", "trusted_decisions", "wrong_given"]

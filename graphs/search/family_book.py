@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from kernelcast.agents.generate.families import transformation_family
-from kernelcast.graphs.route.routing import RoutingInput
+from kernelcast.graphs.route.routers.base import RoutingInput
 from kernelcast.graphs.search.tree import NodeRecord, family_record
 from kernelcast.tools.store.store import Store
 

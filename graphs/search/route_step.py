@@ -12,8 +12,9 @@ from kernelcast.agents.forecast.base import Provenance
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.route.risk_control import TrustThresholds
-from kernelcast.graphs.route.routing import Routed, RoutingInput, acts_on
-from kernelcast.graphs.route.trust import last_routes, stage_of, trust_for
+from kernelcast.graphs.route.routers.base import Routed, RoutingInput
+from kernelcast.graphs.route.routers.selective import acts_on
+from kernelcast.graphs.route.trust import forecaster_key, last_routes, stage_of, trust_for
 from kernelcast.graphs.search.budget import Budget
 from kernelcast.graphs.search.confirm import Confirmer
 from kernelcast.graphs.search.family_book import FamilyBook
@@ -161,7 +162,7 @@ class RouteStep:
         # point: a round with derived points needs the device's own rows
         replayed = ctx.config.trust_seed_replay and all(
             (cand := ctx.store.candidate(key)) is not None and cand.origin != "derived" for key in children)
-        trust = trust_for(ctx.store, ctx.hardware.key, stage, ctx.config.risk, (ctx.config.forecaster, ctx.config.model),
+        trust = trust_for(ctx.store, ctx.hardware.key, stage, ctx.config.risk, forecaster_key(ctx.config),
                           replayed=replayed, group=self.certify_group, trial_group=ctx.calibration_group)
         this_round = set(children)  # routed before a kill in this very route step: routed again now
         spent_on_audits = sum(1 for key, r in last_routes(ctx.store, ctx.run_id).items()

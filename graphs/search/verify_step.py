@@ -13,7 +13,7 @@ from typing import Any
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.errors import SearchFailed
-from kernelcast.graphs.route.routing import measure_order
+from kernelcast.graphs.route.routers.base import measure_order
 from kernelcast.graphs.route.trust import last_routes
 from kernelcast.graphs.search.budget import Budget
 from kernelcast.graphs.search.confirm import Confirmer

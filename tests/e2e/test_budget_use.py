@@ -15,7 +15,8 @@ from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunEnv
 from kernelcast.graphs.events import Spend
 from kernelcast.graphs.route.risk_control import TrustThresholds
-from kernelcast.graphs.route.routing import RoutingInput, SelectiveRouter
+from kernelcast.graphs.route.routers.base import RoutingInput
+from kernelcast.graphs.route.routers.selective import SelectiveRouter
 from kernelcast.graphs.route.trust import RouteRecord, TrustedDecision, beat_of, trust_summary, trusted_decisions
 from kernelcast.graphs.run import start_run
 from kernelcast.graphs.search.budget import confirm_reserve, confirmations

@@ -14,7 +14,9 @@ import pytest
 
 from kernelcast.agents.generate.families import TEMPLATE, WRITTEN, transformation_family
 from kernelcast.graphs.route.risk_control import TrustThresholds
-from kernelcast.graphs.route.routing import MIN_FAMILY_EVIDENCE, RoutingInput, SelectiveRouter
+from kernelcast.graphs.route.routers.base import RoutingInput
+from kernelcast.graphs.route.routers.family_rules import MIN_FAMILY_EVIDENCE
+from kernelcast.graphs.route.routers.selective import SelectiveRouter
 from kernelcast.tools.core.candidate import Candidate
 
 from support.cli import run_cli

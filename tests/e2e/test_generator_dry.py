@@ -15,7 +15,7 @@ import pytest
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunEnv
-from kernelcast.graphs.route.routing import measure_order
+from kernelcast.graphs.route.routers.base import measure_order
 from kernelcast.graphs.run import open_measurer, open_run, start_run
 from kernelcast.graphs.search.route_step import routing_input
 from kernelcast.graphs.search.tree import node_forecast

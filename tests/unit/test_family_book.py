@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelcast.graphs.route.routing import RoutingInput
+from kernelcast.graphs.route.routers.base import RoutingInput
 from kernelcast.graphs.search.family_book import FamilyBook
 from kernelcast.graphs.search.tree import NodeRecord
 from kernelcast.tools.core.candidate import Candidate

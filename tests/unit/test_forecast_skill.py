@@ -13,7 +13,9 @@ import pytest
 
 from kernelcast.agents.forecast.distributions import lognormal_bins
 from kernelcast.graphs.route.forecast_skill import MIN_SKILL_PAIRS, ForecastSkill, forecast_skill
-from kernelcast.graphs.route.routing import RoutingInput, SelectiveRouter, forecast_lead
+from kernelcast.graphs.route.routers.base import RoutingInput
+from kernelcast.graphs.route.routers.ordering import forecast_lead
+from kernelcast.graphs.route.routers.selective import SelectiveRouter
 from kernelcast.graphs.search.result import run_skill
 from kernelcast.tools.core.measurement import Measurement, Status
 from kernelcast.tools.store.store import Store

@@ -13,7 +13,8 @@ import numpy as np
 from kernelcast.agents.forecast.distributions import lognormal_bins
 from kernelcast.graphs.events import Route
 from kernelcast.graphs.route.risk_control import DEVICE_RECORD, PROBATION_AUDITS, SEED_REPLAY, TrustThresholds, probation
-from kernelcast.graphs.route.routing import RoutingInput, SelectiveRouter, acts_on
+from kernelcast.graphs.route.routers.base import RoutingInput
+from kernelcast.graphs.route.routers.selective import SelectiveRouter, acts_on
 from kernelcast.graphs.route.trust import trust_for
 from kernelcast.tools.store.store import Store
 

@@ -21,7 +21,8 @@ from kernelcast.graphs.route.risk_control import (
     fit_thresholds,
     rows_to_certify,
 )
-from kernelcast.graphs.route.routing import RoutingInput, SelectiveRouter, audit_draw
+from kernelcast.graphs.route.routers.base import RoutingInput, audit_draw
+from kernelcast.graphs.route.routers.selective import SelectiveRouter
 from kernelcast.tools.core.bins import EDGES
 
 

@@ -11,18 +11,12 @@ from hypothesis import strategies as st
 from kernelcast.agents.forecast.distributions import prob_above
 from kernelcast.graphs.route.forecast_skill import ForecastSkill
 from kernelcast.graphs.route.risk_control import TrustThresholds
-from kernelcast.graphs.route.routing import (
-    MeasureAllRouter,
-    RoutingInput,
-    SelectiveRouter,
-    TopKRouter,
-    coverage_room,
-    doubtful_family,
-    forecast_lead,
-    led_order,
-    measure_order,
-    thompson_draw,
-)
+from kernelcast.graphs.route.routers.base import RoutingInput, measure_order
+from kernelcast.graphs.route.routers.family_rules import coverage_room, doubtful_family
+from kernelcast.graphs.route.routers.measure_all import MeasureAllRouter
+from kernelcast.graphs.route.routers.ordering import forecast_lead, led_order, thompson_draw
+from kernelcast.graphs.route.routers.selective import SelectiveRouter
+from kernelcast.graphs.route.routers.topk import TopKRouter
 
 probs = st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=8, max_size=8).filter(lambda p: sum(p) > 1e-6)
 

@@ -12,17 +12,15 @@ import pytest
 
 from kernelcast.agents.forecast.distributions import LOG_LOWER, LOG_UPPER, log_speedup_quantile, lognormal_bins
 from kernelcast.graphs.route.risk_control import TrustThresholds
-from kernelcast.graphs.route.routing import (
-    RoutingInput,
-    SelectiveRouter,
-    acts_on,
+from kernelcast.graphs.route.routers.base import RoutingInput, measure_order
+from kernelcast.graphs.route.routers.ordering import (
     drawn_incorrect,
     forecast_lead,
     led_order,
-    measure_order,
     thompson_draw,
     thompson_order,
 )
+from kernelcast.graphs.route.routers.selective import SelectiveRouter, acts_on
 
 
 def _item(key: str, mean: float, sd: float, incumbent: float = 1.0, family: str = "") -> RoutingInput:

@@ -11,6 +11,8 @@ the family and edit indicators the forecaster computed from the text, so stored 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kernelcast.tools.core.edit import DERIVED_INTENT, GENERIC_INTENT, TEMPLATE_POINT, Edit, Origin, Value
@@ -21,13 +23,39 @@ _LABEL_TAILS = ("jam", "remainder")
 _TEMPLATE_HEADS = ("template design point", "template neighbour:", "random template point", "template point",
                    "template default point", "dataset template point")
 _GENERIC = ("work-group (", "build option ", "#pragma unroll")  # how each generic edit's label starts
-_DERIVED = {"scalar-replace ": "scalar_replace", "restrict on ": "restrict", "const on ": "restrict",
-            "coarsen x": "coarsen", "local-tile ": "local_tile", "unroll ": "unroll", "work-group (": "work_group"}
 _GENERIC_START = re.compile("; (?=" + "|".join(re.escape(p) for p in _GENERIC) + ")")
 _PRAGMA = re.compile(r"#pragma unroll(?: (?P<factor>\d+))? on '(?P<header>.*)'$", re.S)
-_COARSEN = re.compile(r"coarsen x(?P<x>\d+) y(?P<y>\d+) (?P<mapping>\w+)")
-_TILE = re.compile(r"local-tile (?P<tile>\d+)x")
-_UNROLL = re.compile(r"unroll .* x(?P<factor>\d+) \+ remainder")
+
+
+@dataclass(frozen=True)
+class _OldLabel:
+    """How a derived transformation's label began in old intent text, and the values it spelled out."""
+
+    name: str  # the transformation's name (its Edit's), as the registry in agents/generate/transforms names it
+    prefixes: tuple[str, ...]
+    values: Callable[[str], dict[str, Value]] = lambda label: {}
+
+
+def _matched(pattern: str, convert: Callable[[re.Match[str]], dict[str, Value]]) -> Callable[[str], dict[str, Value]]:
+    compiled = re.compile(pattern)
+    return lambda label: convert(m) if (m := compiled.match(label)) else {}
+
+
+# the old derived labels (the text of store v4 and older is frozen: a transformation added since has none); the
+# one place these names are data on the tools side, which may not import the agents' registry
+_SCALAR_REPLACE = _OldLabel("scalar_replace", ("scalar-replace ",), lambda label: {"accesses": 1})
+OLD_LABELS = (
+    _SCALAR_REPLACE,
+    _OldLabel("restrict", ("restrict on ", "const on ")),
+    _OldLabel("coarsen", ("coarsen x",), _matched(r"coarsen x(?P<x>\d+) y(?P<y>\d+) (?P<mapping>\w+)",
+                                                  lambda m: {"x": int(m["x"]), "y": int(m["y"]), "mapping": m["mapping"]})),
+    _OldLabel("local_tile", ("local-tile ",), _matched(r"local-tile (?P<tile>\d+)x", lambda m: {"tile": int(m["tile"])})),
+    _OldLabel("unroll", ("unroll ",), _matched(r"unroll .* x(?P<factor>\d+) \+ remainder",
+                                               lambda m: {"factor": int(m["factor"])})),
+    _OldLabel("work_group", ("work-group (",),
+              lambda label: {"shape": label[len("work-group ("):-1].replace(", ", ",")} if label.endswith(")") else {}),
+)
+_DERIVED = {prefix: old for old in OLD_LABELS for prefix in old.prefixes}
 
 
 def parse_legacy_intent(intent: str, params: dict[str, Any] | None, generator: str | None) -> dict[str, Any]:
@@ -100,29 +128,15 @@ def _derived_edits(text: str) -> list[Edit]:
     the previous label, as scalar replacement's "; "-joined accesses) stays with the label before it."""
     edits: list[Edit] = []
     for part in text.split("; ") if text else []:
-        name = next((n for prefix, n in _DERIVED.items() if part.startswith(prefix)), None)
-        if edits and (name is None or name == "scalar_replace" == edits[-1].name):
+        old = next((o for prefix, o in _DERIVED.items() if part.startswith(prefix)), None)
+        if edits and (old is None or old is _SCALAR_REPLACE and edits[-1].name == _SCALAR_REPLACE.name):
             last = edits[-1]
             values = {**last.values, "accesses": int(last.values.get("accesses") or 0) + 1} \
-                if name == "scalar_replace" else last.values
+                if old is _SCALAR_REPLACE else last.values
             edits[-1] = last.model_copy(update={"label": f"{last.label}; {part}", "values": values})
             continue
-        edits.append(Edit(name=name or "unknown", values=_derived_values(name, part), label=part))
+        edits.append(Edit(name=old.name if old else "unknown", values=old.values(part) if old else {}, label=part))
     return edits
 
 
-def _derived_values(name: str | None, label: str) -> dict[str, Value]:
-    if name == "scalar_replace":
-        return {"accesses": 1}
-    if name == "coarsen" and (m := _COARSEN.match(label)):
-        return {"x": int(m["x"]), "y": int(m["y"]), "mapping": m["mapping"]}
-    if name == "local_tile" and (m := _TILE.match(label)):
-        return {"tile": int(m["tile"])}
-    if name == "unroll" and (m := _UNROLL.match(label)):
-        return {"factor": int(m["factor"])}
-    if name == "work_group" and label.endswith(")"):
-        return {"shape": label[len("work-group ("):-1].replace(", ", ",")}
-    return {}
-
-
-__all__ = ["parse_legacy_intent"]
+__all__ = ["OLD_LABELS", "parse_legacy_intent"]

@@ -5,7 +5,8 @@ variables that differ between the x-copies become ``float4`` variables, reads wh
 one element per lane become ``vload4`` (contiguous) or a vector built from scalars (strided), and
 stores become ``vstore4``. ``vloadn``/``vstoren`` need only element alignment, and a lane reads or
 writes exactly what its original work-item did, so bounds are those of the original kernel; the jammed
-fast path runs only when every copy's guard holds (see :mod:`kernelcast.agents.generate.transforms.coarsen`).
+fast path runs only when every copy's guard holds (see :mod:`kernelcast.agents.generate.transforms.coarsen`;
+the jammer both build on is :mod:`kernelcast.agents.generate.transforms.jam`).
 Whether an index advances by one element per lane is decided by evaluating the inlined index
 expressions at random integer values (additions and products only; anything else is not vectorized).
 """
@@ -30,7 +31,7 @@ from kernelcast.agents.generate.kernel_ast import (
     walk,
 )
 from kernelcast.agents.generate.transforms import NotApplicable
-from kernelcast.agents.generate.transforms.coarsen import Copy, Key, _Jammer
+from kernelcast.agents.generate.transforms.jam import Copy, Jammer, Key
 
 VECTOR_WIDTHS = (2, 4, 8)
 LANE_TYPES = ("float", "double")
@@ -39,7 +40,7 @@ _ARITHMETIC = re.compile(r"^[\w\s+\-*()]+$")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
-class VectorJammer(_Jammer):
+class VectorJammer(Jammer):
     """A jammer whose x-copies are lanes: x uses the block mapping, y the cyclic one."""
 
     def __init__(self, ps, kernel, factors: dict[int, int]) -> None:  # noqa: ANN001 - kernel_ast types

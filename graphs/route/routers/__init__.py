@@ -1,11 +1,12 @@
 """The routers by name, each with its settings: the one list the CLI, the chat and MCP tools, RunConfig
-and the docs derive their choices and defaults from.
+and the docs derive their choices and defaults from. One router per module of this package (:mod:`.selective`,
+:mod:`.topk`, :mod:`.measure_all`), over the shared vocabulary of :mod:`.base`.
 
 A router's settings are what a run needs to know about it before it routes anything: how many children an
 expansion proposes per measurement it may buy, the share of the budget kept back to verify nodes accepted
 on their forecast, and whether it trusts forecasts within certified thresholds (then ``--risk`` and the
-audit share apply). The classes themselves live in :mod:`kernelcast.graphs.route.routing` and are imported only
-when a router is built, so reading the registry (a CLI's ``--help``) stays cheap.
+audit share apply). The classes are imported only when a router is built, so reading the registry (a CLI's
+``--help``) stays cheap. Adding a router: its module here and its ``RouterSpec`` below.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Literal
 from kernelcast.agents.registry import choices
 
 if TYPE_CHECKING:
-    from kernelcast.graphs.route.routing import Router
+    from kernelcast.graphs.route.routers.base import Router
 
 
 @dataclass(frozen=True)
@@ -32,19 +33,19 @@ class RouterSpec:
 
 
 def _measure_all(k: int, seed: int, budget: int) -> Router:
-    from kernelcast.graphs.route.routing import MeasureAllRouter
+    from kernelcast.graphs.route.routers.measure_all import MeasureAllRouter
 
     return MeasureAllRouter()
 
 
 def _topk(k: int, seed: int, budget: int) -> Router:
-    from kernelcast.graphs.route.routing import TopKRouter
+    from kernelcast.graphs.route.routers.topk import TopKRouter
 
     return TopKRouter(k=k)
 
 
 def _selective(k: int, seed: int, budget: int) -> Router:
-    from kernelcast.graphs.route.routing import SelectiveRouter
+    from kernelcast.graphs.route.routers.selective import SelectiveRouter
 
     return SelectiveRouter(measure_per_round=k, seed=seed, budget=budget)
 
