@@ -8,7 +8,20 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from kernelcast.commands import chat, dataset, forecast, forecaster, init, mcp, measure, optimize, propose, report, tasks
+from kernelcast.commands import (
+    chat,
+    dataset,
+    forecast,
+    forecaster,
+    imports,
+    init,
+    mcp,
+    measure,
+    optimize,
+    propose,
+    report,
+    tasks,
+)
 from kernelcast.console import fail
 from kernelcast.logs import configure_logging
 from kernelcast.tools.core.errors import KernelcastError
@@ -36,6 +49,7 @@ app = typer.Typer(
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(dataset.app, name="dataset")
 app.add_typer(forecaster.app, name="forecaster")
+app.add_typer(imports.app, name="import")
 app.registered_commands += measure.app.registered_commands
 app.registered_commands += optimize.app.registered_commands
 app.registered_commands += propose.app.registered_commands

@@ -30,6 +30,8 @@ from kernelcast.graphs.search.result import (
     ShownSpeedup,
     best_curve,
     interval_text,
+    plural,
+    provisional_answer,
     ranked,
     run_roofline,
     shown_speedups,
@@ -469,17 +471,19 @@ DEGENERATE = ("accuracy", "within one bin")
 def render_html(run: RunData, others: Sequence[RunData], images: dict[str, str], top: Sequence[TopKernel]) -> str:
     e = html.escape
     row, config, result = run.run, run.config, run.result
+    answer = result.answer_with(run.best) if result is not None else provisional_answer(run.best, run.root)
     best = "none measured"
     if run.best is not None:
-        verdict = f" — {result.verdict}" if result is not None and result.best_hash == run.best.candidate_hash else ""
-        best = (f"{run.best.text()}{verdict}; candidate {run.best.candidate_hash[:8]}, first measured after "
-                f"{run.best.found_at} measurements")
+        speed = f"{run.best.text()}; " if answer.is_reference else ""
+        best = (f"{speed}candidate {run.best.candidate_hash[:8]}, first measured after "
+                f"{plural(run.best.found_at, 'measurement')}")
     facts = [("task", row.task), ("device", row.device), ("status", row.status),
              ("router", config.router), ("risk", config.risk if config.router_spec.certifies_trust else "-"),
              ("forecaster", config.forecaster), ("sizes", config.sizes),
              ("measurements", f"{row.spent} of {row.budget}"),
              ("candidates considered", result.considered if result is not None else max(0, len(run.tree) - 1)),
-             ("best speedup", best),
+             ("answer", f"{answer.headline()}: {answer.why}" if answer.why else answer.headline()),
+             ("best measured candidate", best),
              ("best's throughput", run.throughput.text() if run.throughput is not None else "-"),
              ("roofline", run.roofline.text if run.roofline is not None else "-"),
              ("forecast spread", run.spread.text()),

@@ -19,6 +19,11 @@ PoCL read about 0),
 and they decide the ranking of tiled kernels on a CPU (a GPU's are not probed:
 the prior does not use them there). The results are stored per device key
 (``Store.set_device_probe``), so every later run reuses them.
+
+A fourth probe (``data/probes/compute_peak``: sixteen independent multiply-add chains per work-item) measures the
+device's compute roof, as the triad measures its bandwidth. Only the roofline verdict reads it
+(:mod:`kernelcast.graphs.search.roofline`); the prior keeps its modelled peak (units x clock x SIMD lanes x 2),
+so forecasts and routing do not depend on it.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import TYPE_CHECKING, Protocol
 from kernelcast.agents import DATA_DIR
 from kernelcast.agents.forecast.work_estimate import compulsory_bytes
 from kernelcast.tools.core.candidate import Candidate
+from kernelcast.tools.core.expr import evaluate
 from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig, Measurement
 from kernelcast.tools.core.task import Task, TaskError, resolve_task
 
@@ -40,8 +46,10 @@ PROBE = "triad_bandwidth_bps"
 WORK_GROUP_PROBE = "work_group_s"  # seconds one work-group costs a compute unit beyond its work
 SCATTER_PROBE = "scattered_store_s"  # seconds one scattered store costs a compute unit (CPU vector code)
 SIMD_PROBE = "simd_lanes"  # float lanes a compute unit's arithmetic fills (0: the probe could not tell)
+COMPUTE_PROBE = "compute_flops_per_s"  # the device's measured multiply-add throughput (the roofline's compute roof)
 COSTS_TASK = DATA_DIR / "probes" / "launch_costs" / "task.toml"
 SIMD_TASK = DATA_DIR / "probes" / "simd_width" / "task.toml"
+COMPUTE_TASK = DATA_DIR / "probes" / "compute_peak" / "task.toml"
 # a doubling of the vector width that gains less than this (the geometric middle between no gain and twice) finds
 # the lanes already filled. Until 2026-12-06 the rule was "the narrowest explicit vector within 0.85 of the runtime's
 # own vectors' rate": on a 2-core Intel Xeon (AVX-512) float8 ran at 0.83-0.88 of the 16-wide vectors, so fresh
@@ -174,6 +182,40 @@ def filled_lanes(own: float, float4: float, float8: float) -> int:
     return 0
 
 
+def run_compute_probe(worker: Measures) -> float | None:
+    """FLOP/s of independent multiply-adds on the worker's device (its compute roof); None where the probe cannot
+    run (CUDA, or the kernel fails). The reference is timed against itself: the faster timing counts."""
+    if worker.hardware_spec().backend != "opencl":
+        return None
+    try:
+        task = resolve_task(COMPUTE_TASK)
+    except TaskError:
+        return None
+    m = worker.measure(task, task.reference(), PROBE_CONFIG)
+    times = [t.median_ns for t in (m.reference, m.candidate) if t is not None and t.median_ns > 0]
+    if not m.ok or not times or not task.spec.flops:
+        return None
+    return float(evaluate(task.spec.flops, dict(task.sizes("full")))) / (min(times) * 1e-9)
+
+
+def stored_compute_peak(store: "Store", hw: HardwareSpec) -> float | None:
+    """The device's measured compute roof in FLOP/s (None: not probed, or the device had none to give)."""
+    value = stored_probe(store, hw, COMPUTE_PROBE)
+    return value if value is not None and value > 0 else None
+
+
+def ensure_compute_peak(store: "Store | None", hw: HardwareSpec, worker: Measures | None) -> None:
+    """Probe the compute roof once per device and keep it (or that the device has none to give): only where a
+    real worker is at hand (never a replay's, whose answers are stored rows) and the store can be written."""
+    if worker is None or getattr(worker, "simulated", False) or store is None or store.read_only:
+        return
+    if stored_probe(store, hw, COMPUTE_PROBE) is not None:
+        return
+    measured = run_compute_probe(worker)
+    store.set_device_probe(hw.key, COMPUTE_PROBE, measured if measured else UNAVAILABLE,
+                           {"task": COMPUTE_TASK.parent.name})
+
+
 UNAVAILABLE = -1.0  # stored in place of launch costs the device cannot give, so no run asks again
 
 
@@ -201,6 +243,8 @@ def stored_probe(store: "Store", hw: HardwareSpec, name: str) -> float | None:
         return None
     if name == PROBE:
         return value if value > 0 else None
+    if name == COMPUTE_PROBE:
+        return value if value > 0 or value == UNAVAILABLE else None
     if value == UNAVAILABLE or (value >= 0 and (name != SIMD_PROBE or value.is_integer())):
         return value
     return None
@@ -225,6 +269,7 @@ def device_bandwidth(store: "Store | None", hw: HardwareSpec | None, worker: Mea
     now."""
     if hw is None:
         return guessed_bandwidth(None)
+    ensure_compute_peak(store, hw, worker)  # for the roofline verdict only: nothing below reads it
     stored = stored_bandwidth(store, hw) if store is not None else None
     if stored is not None and (stored[1] or worker is None):
         return stored[0]
@@ -240,6 +285,7 @@ def device_bandwidth(store: "Store | None", hw: HardwareSpec | None, worker: Mea
     return probed
 
 
-__all__ = ["Bandwidth", "CpuCosts", "PROBE", "SCATTER_PROBE", "SIMD_PROBE", "UNAVAILABLE", "WORK_GROUP_PROBE",
+__all__ = ["Bandwidth", "COMPUTE_PROBE", "CpuCosts", "PROBE", "SCATTER_PROBE", "SIMD_PROBE", "UNAVAILABLE", "WORK_GROUP_PROBE",
            "bandwidth_from", "device_bandwidth", "filled_lanes", "guessed_bandwidth", "run_cost_probe", "run_probe",
-           "run_simd_probe", "store_costs", "store_probes", "stored_bandwidth", "stored_probe"]
+           "run_compute_probe", "run_simd_probe", "store_costs", "store_probes", "stored_bandwidth", "stored_compute_peak",
+           "stored_probe", "ensure_compute_peak"]

@@ -1,4 +1,6 @@
-"""The final answer of a run: always a measured kernel, with the path that led to it."""
+"""The final answer of a run: the best measured kernel when it beats the reference significantly, else the
+reference itself at 1.0x (the floor of every answer), with the path that led to it and the best measured
+candidate named beside it."""
 
 from __future__ import annotations
 
@@ -6,8 +8,9 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunContext
@@ -16,7 +19,7 @@ from kernelcast.graphs.route.forecast_skill import ForecastSkill, forecast_skill
 from kernelcast.graphs.route.forecast_spread import ForecastSpread, predicted_log_speedup
 from kernelcast.graphs.route.trust import trust_summary
 from kernelcast.graphs.search.roofline import RooflineVerdict, run_task, verdict_of
-from kernelcast.graphs.search.tree import NodeRecord, SearchState, outcome_counts
+from kernelcast.graphs.search.tree import NodeRecord, SearchState, Standing, outcome_counts
 from kernelcast.tools.core.measurement import Measurement
 from kernelcast.tools.core.task import Task
 from kernelcast.tools.store.records import RunRecord
@@ -47,10 +50,16 @@ class ShownSpeedup(BaseModel):
     found_at: int = Field(description="measurements of the run spent up to and including the first one of it")
 
     @property
+    def standing(self) -> Standing:
+        """The node's :class:`~kernelcast.graphs.search.tree.Standing`: the one rule for "best"."""
+        return Standing(self.speedup, self.confirmed)
+
+    @property
     def rank(self) -> tuple[bool, float]:
-        """Order of the top: confirmed nodes first (by their confirmation), then first measurements. The best
-        of a run is the node with the highest rank: its headline, star, first row and curve end agree."""
-        return self.confirmed, self.speedup
+        """Order of the top (:attr:`Standing.rank`): confirmed nodes first (by their confirmation), then first
+        measurements. The best of a run is the node with the highest rank: its headline, star, first row and
+        curve end agree."""
+        return self.standing.rank
 
     @property
     def label(self) -> str:
@@ -80,7 +89,7 @@ def shown_speedups(ledger: Iterable[Measurement]) -> dict[str, ShownSpeedup]:
     for m in ledger:
         if m.phase == "noise":  # a harness calibration, not charged to the budget
             continue
-        spent += 1
+        spent += m.provenance != "reused"  # a session's copy of an earlier run's measurement costs it nothing
         if m.phase == "confirm":
             confirmation[m.candidate_hash] = m
         else:
@@ -105,6 +114,69 @@ def shown_speedups(ledger: Iterable[Measurement]) -> dict[str, ShownSpeedup]:
 def ranked(shown: Mapping[str, ShownSpeedup]) -> list[ShownSpeedup]:
     """The nodes best first (:attr:`ShownSpeedup.rank`)."""
     return sorted(shown.values(), key=lambda s: s.rank, reverse=True)
+
+
+def plural(n: int, word: str) -> str:
+    """"1 measurement", "2 measurements"."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+class Answer(BaseModel):
+    """What a run delivers (``best.cl``, ``runs``, ``show``, reports, MCP, sessions): its best candidate when that
+    beats the reference significantly, else the reference itself at 1.0x; the best measured candidate, when it is
+    not the answer, is named beside it (:attr:`candidate`). Built by :func:`answer_of` only."""
+
+    kernel: Literal["candidate", "reference"]
+    candidate_hash: str | None = Field(description="the delivered kernel's hash (the reference's; None: unknown)")
+    speedup: float = Field(description="the delivered kernel's speedup: 1.0 for the reference")
+    candidate: ShownSpeedup | None = Field(None, description="the best measured candidate (None: none correct)")
+    why: str = Field("", description="why this kernel: the verdict on the best measured candidate")
+
+    @property
+    def is_reference(self) -> bool:
+        return self.kernel == "reference"
+
+    def headline(self) -> str:
+        """"15.683x confirmed (95 % ...)" or "the reference (1.000x)"."""
+        if self.is_reference or self.candidate is None:
+            return "the reference (1.000x)"
+        return self.candidate.text()
+
+    def measured_text(self) -> str:
+        """The best measured candidate, for an answer that is the reference ("" otherwise, or when none was)."""
+        if not self.is_reference or self.candidate is None:
+            return ""
+        return f"{self.candidate.candidate_hash[:8]} at {self.candidate.text()}"
+
+    def text(self) -> str:
+        """One line: what is delivered and why; with the best measured candidate when the reference is delivered."""
+        if not self.is_reference:
+            return f"{self.headline()}: {self.why}" if self.why else self.headline()
+        measured = self.measured_text()
+        return (f"the reference (1.000x): {self.why}"
+                + (f"; best measured candidate {measured}" if measured else ""))
+
+
+def answer_of(best: ShownSpeedup | None, significant: bool, reference_hash: str | None, why: str = "") -> Answer:
+    """The one rule for what is delivered: ``best`` when ``significant`` (it beats the reference beyond its interval
+    and the noise floor), else the reference at 1.0x."""
+    if best is not None and significant:
+        return Answer(kernel="candidate", candidate_hash=best.candidate_hash, speedup=best.speedup, candidate=best,
+                      why=why)
+    return Answer(kernel="reference", candidate_hash=reference_hash, speedup=1.0, candidate=best,
+                  why=why)
+
+
+def provisional_answer(best: ShownSpeedup | None, reference_hash: str | None) -> Answer:
+    """The answer of a run still going (a session between rounds): before the final confirmation and noise floor,
+    a candidate is delivered when its 95 % interval lies above 1.0 (a point value above 1.0 without an interval does
+    not count)."""
+    low = best.interval[0] if best is not None and best.interval else None
+    beats = low is not None and low > 1.0
+    why = ("" if best is None else "its 95 % interval lies above 1.0 (not final: no confirmation yet)"
+           if beats and not best.confirmed else "its 95 % interval lies above 1.0" if beats
+           else "no candidate beats it significantly yet")
+    return answer_of(best, beats, reference_hash, why or "no correct candidate was measured")
 
 
 def best_curve(ledger: Sequence[Measurement]) -> list[tuple[int, ShownSpeedup | None]]:
@@ -138,8 +210,11 @@ class RunResult(BaseModel):
     spent: int
     status: str
     stop_reason: str = ""
-    best_hash: str | None = None
-    best_speedup: float | None = None
+    best_hash: str | None = Field(None, description="the best measured candidate (delivered only when ``answer`` says "
+                                  "so: the reference is the floor)")
+    best_speedup: float | None = Field(None, description="the best measured candidate's speedup (see ``answer``)")
+    reference_hash: str | None = Field(None, description="the reference kernel's hash (None: a run stored before "
+                                       "this field)")
     best_cv: float | None = None
     best_intent: str = ""
     best: ShownSpeedup | None = Field(None, description="the best node's shown speedup (None: none, or a run "
@@ -170,6 +245,36 @@ class RunResult(BaseModel):
     counts: dict[str, int] = Field(default_factory=dict)
     folder: str = ""
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def answer(self) -> Answer:
+        """What the run delivers (:func:`answer_of`): the best candidate when its measurement beats the reference
+        significantly (a replay's stored rows count: its ``significant`` is False because nothing was measured
+        now, not because the rows say the reference is faster), else the reference at 1.0x."""
+        found = judgement(self)
+        best = self.best or self.legacy_best()
+        why = found.reason if found.significant else f"no significant speedup ({found.reason})"
+        if best is None:
+            why = found.reason
+        if self.replayed_from is not None:
+            why += f" in the stored rows (replayed from {self.replayed_from}, nothing measured now)"
+        return answer_of(best, found.significant and best is not None, self.reference_hash, why)
+
+    def answer_with(self, best: ShownSpeedup | None) -> Answer:
+        """:attr:`answer` with the best measured candidate as the store shows it now (``best``: that node's shown
+        speedup; None or another node's: the result's own)."""
+        if best is None or best.candidate_hash != self.best_hash:
+            return self.answer
+        return self.model_copy(update={"best": best}).answer
+
+    def legacy_best(self) -> ShownSpeedup | None:
+        """The best measured candidate of a run stored before ``best`` was kept, from its other fields."""
+        if self.best_hash is None or self.best_speedup is None:
+            return None
+        return ShownSpeedup(candidate_hash=self.best_hash, speedup=self.best_speedup, interval=self.best_interval,
+                            confirmed=self.confirmed, first=self.first_speedup or self.best_speedup,
+                            cv=self.best_cv, found_at=self.measurements_to_best)
+
     @property
     def considered_per_measurement(self) -> float:
         return self.considered / self.spent if self.spent else float("inf")
@@ -191,6 +296,25 @@ def run_skill(store: Store, run_id: str) -> ForecastSkill:
                            if key in shown and not record.failed and shown[key].speedup > 0])
 
 
+def run_best(store: Store, run_id: str, nodes: Mapping[str, NodeRecord]) -> ShownSpeedup | None:
+    """The run's best measured candidate by the one rule (:attr:`Standing.rank`: confirmed first), among the tree's
+    correct measured nodes (None: none yet): what results, sessions, ``show`` and reports name as its best."""
+    shown = {k: v for k, v in shown_speedups(store.measurements(run_id=run_id)).items()
+             if k in nodes and nodes[k]["outcome"] in ("measured", "verified")}
+    return next(iter(ranked(shown)), None)
+
+
+def reference_of(nodes: Mapping[str, NodeRecord]) -> str | None:
+    """The tree's root: the reference kernel's hash (None: an empty tree)."""
+    return next((k for k, n in nodes.items() if n["parent"] is None), None)
+
+
+def run_answer(store: Store, run_id: str, nodes: Mapping[str, NodeRecord]) -> Answer:
+    """What a run still going delivers now (:func:`provisional_answer` of :func:`run_best`): for a session between
+    rounds; a finished run's is :attr:`RunResult.answer`."""
+    return provisional_answer(run_best(store, run_id, nodes), reference_of(nodes))
+
+
 def path_to(nodes: dict[str, NodeRecord], key: str) -> list[str]:
     chain = []
     cursor: str | None = key
@@ -205,9 +329,7 @@ def build_result(state: SearchState, ctx: RunContext, status: str) -> RunResult:
     router, budget, folder = ctx.config.router, ctx.config.budget, ctx.folder
     nodes = state["nodes"]
     counts = outcome_counts(nodes)
-    shown = {k: v for k, v in shown_speedups(store.measurements(run_id=run_id)).items()
-             if k in nodes and nodes[k]["outcome"] in ("measured", "verified")}
-    best = next(iter(ranked(shown)), None)
+    best = run_best(store, run_id, nodes)
     result = RunResult(run_id=run_id, task=task, device=device, router=router, budget=budget,
                        spent=store.measurement_totals(run_id)[0], status=status,
                        stop_reason=state.get("stop_reason", ""), considered_all=len(nodes) - 1, counts=counts,
@@ -217,6 +339,7 @@ def build_result(state: SearchState, ctx: RunContext, status: str) -> RunResult:
     result.considered, result.forecast_spread, result.forecast_skill = trust.considered, trust.spread, skill
     result.trust = f"{trust.line()}; {skill.text()}"
     result.replayed_from = ctx.config.replay
+    result.reference_hash = reference_of(nodes)
     if best is not None:
         key = best.candidate_hash
         cand = store.candidate(key)
@@ -277,47 +400,79 @@ def judge(result: RunResult) -> tuple[bool, str]:
     return False, f"replayed from {result.replayed_from}, nothing measured now; the stored rows say: {verdict}"
 
 
-def judge_measured(result: RunResult) -> tuple[bool, str]:
+class Judgement(BaseModel):
+    """Whether a run's best measured candidate beats the reference: ``text`` with its numbers (the verdict),
+    ``reason`` in words only (beside a number that is already shown)."""
+
+    significant: bool
+    text: str
+    reason: str
+
+
+def judgement(result: RunResult) -> Judgement:
     """Is the measured speedup distinguishable from noise? (interval excludes 1.0, outside the noise floor)"""
     speed = result.best_speedup
     if speed is None:
-        return False, "no correct candidate was measured"
+        return Judgement(significant=False, text="no correct candidate was measured",
+                         reason="no correct candidate was measured")
     if not result.confirmed:
-        return False, "not confirmed (no budget left to re-measure it)"
+        why = "not confirmed (no budget left to re-measure it)"
+        return Judgement(significant=False, text=why, reason=why)
     low, high = result.best_interval or (speed, speed)
     if high < 1.0:
-        return False, (f"no speedup: the best candidate is slower than the reference ({speed:.3f}x, 95 % interval "
-                       f"{interval_text((low, high))})")
+        return Judgement(significant=False, reason="slower than the reference",
+                         text=f"no speedup: the best candidate is slower than the reference ({speed:.3f}x, 95 % "
+                              f"interval {interval_text((low, high))})")
     if low <= 1.0 or speed <= 1.0:
-        return False, f"no significant speedup: the 95 % interval {interval_text((low, high))} contains 1.0"
+        return Judgement(significant=False, reason="its 95 % interval contains 1.0",
+                         text=f"no significant speedup: the 95 % interval {interval_text((low, high))} contains 1.0")
     floor = result.noise_floor or 0.0
     if speed <= 1.0 + floor:
-        return False, f"no significant speedup: {speed:.3f}x is inside this device's noise floor (+-{floor:.1%})"
-    return True, f"significant speedup: {speed:.3f}x (95 % interval {interval_text((low, high))})"
+        return Judgement(significant=False, reason=f"inside this device's noise floor (+-{floor:.1%})",
+                         text=f"no significant speedup: {speed:.3f}x is inside this device's noise floor "
+                              f"(+-{floor:.1%})")
+    return Judgement(significant=True, reason="significant speedup",
+                     text=f"significant speedup: {speed:.3f}x (95 % interval {interval_text((low, high))})")
+
+
+def judge_measured(result: RunResult) -> tuple[bool, str]:
+    """Is the measured speedup distinguishable from noise? (:func:`judgement`)"""
+    found = judgement(result)
+    return found.significant, found.text
 
 
 def write_run_folder(result: RunResult, state: SearchState, store: Store, language: str) -> None:
+    """The run folder: ``result.json``, ``tree.json``, ``best.cl`` (the answer: the reference when no candidate beat
+    it significantly; then the best measured candidate is ``best_measured.cl``) and a ``README.md``."""
     folder = Path(result.folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "result.json").write_text(result.model_dump_json(indent=2))
     (folder / "tree.json").write_text(json.dumps(state["nodes"], indent=1))
-    if result.best_hash:
-        cand = store.candidate(result.best_hash)
+    answer = result.answer
+    ext = ".cu" if language == "cuda" else ".cl"
+    kernels = {"best": answer.candidate_hash}
+    if answer.is_reference and result.best_hash:
+        kernels["best_measured"] = result.best_hash
+    for name, key in kernels.items():
+        cand = store.candidate(key) if key else None
         if cand is not None:
-            ext = ".cu" if language == "cuda" else ".cl"
-            (folder / f"best{ext}").write_text(cand.source)
-            (folder / "best.json").write_text(cand.model_dump_json(indent=2))
+            (folder / f"{name}{ext}").write_text(cand.source)
+            (folder / f"{name}.json").write_text(cand.model_dump_json(indent=2))
     lines = [f"# run {result.run_id}: {result.task} on {result.device}", "",
              f"router {result.router}, budget {result.budget}, spent {result.spent}, "
              f"candidates considered {result.considered} (of {result.considered_all} proposed)", "",
              result.stop_reason, "", result.trust, ""]
     if result.roofline is not None:
         lines += [f"roofline: {result.roofline.text}", ""]
-    if result.best_hash:
-        lines += [f"best speedup: **{result.best_speedup:.3f}x** ({result.verdict}); first measured "
-                  f"{result.first_speedup or 0:.3f}x, candidate `{result.best_hash}`, first measured after "
-                  f"{result.measurements_to_best} measurements", "",
-                  "path of mutations:", *[f"{i}. {step}" for i, step in enumerate(result.best_path)]]
+    if answer.is_reference:
+        lines += [f"answer: **the reference (1.000x)**, in `best{ext}`: {answer.why}", ""]
+        if result.best_hash and answer.candidate is not None:
+            lines += [f"best measured candidate: `{result.best_hash}` at {answer.candidate.text()}, in "
+                      f"`best_measured{ext}`, first measured after {plural(result.measurements_to_best, 'measurement')}",
+                      "", "its path of mutations:", *[f"{i}. {step}" for i, step in enumerate(result.best_path)]]
     else:
-        lines.append("no candidate was measured correct: the reference stays the best kernel")
+        lines += [f"answer: **{result.best_speedup:.3f}x** ({result.verdict}); first measured "
+                  f"{result.first_speedup or 0:.3f}x, candidate `{result.best_hash}`, first measured after "
+                  f"{plural(result.measurements_to_best, 'measurement')}", "",
+                  "path of mutations:", *[f"{i}. {step}" for i, step in enumerate(result.best_path)]]
     (folder / "README.md").write_text("\n".join(lines) + "\n")

@@ -3,9 +3,11 @@
 The work is the task's: its ``flops`` / ``bytes`` expressions when the task file gives them, else the static
 estimate of the reference kernel (:mod:`kernelcast.agents.forecast.work_estimate`: the useful work, which a
 candidate that recomputes does not inflate) and every buffer once. The peaks are the roofline prior's
-(:class:`kernelcast.agents.forecast.prior.DeviceModel`): compute from the device spec and the probed SIMD width,
-bandwidth from the stored triad probe (a guess by device type until it ran, and said so). "Implausible" is said
-only against these peaks, never against a fixed speedup ratio: a 30x speedup over a naive reference is
+(:class:`kernelcast.agents.forecast.prior.DeviceModel`) for the memory level that holds the working set (DRAM,
+last-level cache or cache, named in every verdict), bandwidth from the stored triad probe (a guess by device type
+until it ran, and said so); compute from the stored compute probe (independent multiply-adds,
+``agents/data/probes/compute_peak``), else modelled from the device spec and the probed SIMD width, and said so.
+"Implausible" is said only against these peaks, never against a fixed speedup ratio: a 30x speedup over a naive reference is
 ordinary, 3x the device's bandwidth is not.
 
 A run's :class:`RooflineVerdict` says how much room the reference left and how much the best leaves, so a
@@ -20,7 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from kernelcast.agents.forecast.device_probe import guessed_bandwidth, stored_bandwidth
+from kernelcast.agents.forecast.device_probe import guessed_bandwidth, stored_bandwidth, stored_compute_peak
 from kernelcast.agents.forecast.prior import DeviceModel
 from kernelcast.agents.forecast.work_estimate import compulsory_bytes, estimate
 from kernelcast.graphs.config import RunConfig
@@ -39,20 +41,46 @@ ABOVE_ROOF = 1.2  # beyond this share the roof (a model of the probed triad) is 
 class Peaks(BaseModel):
     """The roofline's ceilings of one device for one working set."""
 
-    gflops: float = Field(description="peak GFLOP/s: compute units x clock x SIMD lanes x 2 (FMA)")
+    gflops: float = Field(description="peak GFLOP/s: measured by the compute probe, else compute units x clock x "
+                                      "SIMD lanes x 2 (FMA)")
     gbytes: float = Field(description="GB/s the working set streams at: DRAM triad, or the cache's rate when it fits")
     level: str = Field(description="which bandwidth: 'DRAM', 'last-level cache' or 'cache'")
     probed: bool = Field(description="the bandwidth was measured (triad probe); False: a guess by device type")
+    compute_probed: bool = Field(False, description="the compute roof was measured (independent multiply-adds); "
+                                                    "False: modelled from the spec")
+    working_set: float = Field(0.0, description="bytes the kernel's buffers hold (what decides the level)")
+    level_bytes: float | None = Field(None, description="the capacity of the level's cache (None: DRAM)")
 
     def text(self) -> str:
         source = "probed" if self.probed else "guessed, not probed yet"
-        return f"peaks {self.gflops:,.0f} GFLOP/s, {self.gbytes:,.1f} GB/s ({self.level}, {source})"
+        compute = "measured" if self.compute_probed else "modelled"
+        return (f"peaks {self.gflops:,.0f} GFLOP/s ({compute}), {self.gbytes:,.1f} GB/s ({self.level}, {source})")
+
+    @property
+    def where(self) -> str:
+        """Where the working set lives, in words: "the 1.5 MiB working set fits the 32 MiB last-level cache"."""
+        held = f"the {mib(self.working_set)} working set" if self.working_set > 0 else "the working set"
+        if self.level_bytes is None:
+            return f"{held} exceeds the last-level cache: DRAM"
+        return f"{held} fits the {mib(self.level_bytes)} {self.level}"
+
+    @property
+    def compute_name(self) -> str:
+        """The compute roof as a verdict names it, measured or modelled."""
+        if self.compute_probed:
+            return f"measured compute roof ({self.gflops:,.0f} GFLOP/s, independent multiply-adds)"
+        return (f"peak compute ({self.gflops:,.0f} GFLOP/s, modelled: units x reported clock x probed SIMD lanes x 2; "
+                "no compute probe yet)")
 
     @property
     def roof_name(self) -> str:
         """The bandwidth roof as a verdict names it: the DRAM rate is the probe's, a cache's is modelled from it."""
         return (f"measured DRAM bandwidth ({self.gbytes:,.1f} GB/s)" if self.level == "DRAM"
                 else f"{self.level} bandwidth ({self.gbytes:,.1f} GB/s, modelled from the probed triad)")
+
+
+def mib(nbytes: float) -> str:
+    return f"{nbytes / 2**20:,.1f} MiB" if nbytes >= 2**20 else f"{nbytes / 2**10:,.0f} KiB"
 
 
 class Work(BaseModel):
@@ -62,11 +90,6 @@ class Work(BaseModel):
     bytes: float = Field(description="compulsory bytes: what any correct kernel must move")
     flops_from: Literal["task", "static estimate"]
     bytes_from: Literal["task", "buffer sizes"]
-
-    @property
-    def source(self) -> str:
-        """'task' when the task file gives the flops, else 'static estimate' (what :class:`Throughput` shows)."""
-        return "task" if self.flops_from == "task" else "static estimate"
 
     def text(self) -> str:
         if self.flops_from == "task" and self.bytes_from == "task":
@@ -83,14 +106,14 @@ class Throughput(BaseModel):
     gbytes: float = Field(description="compulsory GB/s of the candidate")
     reference_gflops: float | None = None
     reference_gbytes: float
-    work: str = Field(description="'task' (its flops/bytes expressions) or 'static estimate'")
+    work: str = Field(description="where the work's numbers came from, in :meth:`Work.text`'s words")
     peaks: Peaks
     implausible: str = Field("", description="why the timing exceeds the roofline (empty: within it)")
 
     def text(self) -> str:
         flops = f"{self.gflops:,.1f} GFLOP/s ({self.gflops / self.peaks.gflops:.0%} of peak), " if self.gflops else ""
         line = (f"{flops}{self.gbytes:,.1f} GB/s ({self.gbytes / self.peaks.gbytes:.0%} of {self.peaks.level}); "
-                f"{self.peaks.text()}; work from the {self.work}")
+                f"{self.peaks.text()}; {self.work}")
         return f"{line}; IMPLAUSIBLE: {self.implausible}" if self.implausible else line
 
 
@@ -125,9 +148,12 @@ def room(fraction: float) -> str:
     return "some room left" if fraction >= SOME_ROOM else "much room left"
 
 
-def compute_room(fraction: float) -> str:
-    """:func:`room` against the compute roof, which is modelled (one FMA per SIMD lane per cycle at the clock the
-    runtime reports): a core with two FMA pipes or a turbo clock goes past it, so near it is not 'little left'."""
+def compute_room(fraction: float, measured: bool = False) -> str:
+    """:func:`room` against the compute roof. A measured roof is read like a bandwidth's; a modelled one (one FMA
+    per SIMD lane per cycle at the clock the runtime reports) a core with two FMA pipes or a turbo clock goes past,
+    so near it is not 'little left'."""
+    if measured:
+        return room(fraction)
     if fraction >= LITTLE_ROOM:
         return ("near or past the modelled compute roof, which a core with two FMA pipes or a turbo clock can "
                 "exceed up to about twice: room unknown")
@@ -163,12 +189,15 @@ def roofline_verdict(work: Work, sizes: str, reference_s: float, best_s: float |
     def share(gflops: float | None, gbs: float) -> float:
         return (gflops or 0.0) / peaks.gflops if bound == "compute" else gbs / peaks.gbytes
 
-    roof = (f"peak compute ({peaks.gflops:,.0f} GFLOP/s, modelled: units x reported clock x probed SIMD lanes x 2)"
-            if bound == "compute" else peaks.roof_name)
-    said = compute_room if bound == "compute" else room
+    roof = peaks.compute_name if bound == "compute" else peaks.roof_name
+
+    def said(fraction: float) -> str:
+        return compute_room(fraction, peaks.compute_probed) if bound == "compute" else room(fraction)
+
     ref_share = share(ref_gflops, ref_gbs)
     best_share = share(best_gflops, best_gbs) if best_gbs is not None else None
-    why = f"{intensity:.2f} FLOP/byte, ridge {ridge:.2f}" if work.flops else "no flops counted"
+    why = (f"{intensity:.2f} FLOP/byte, ridge {ridge:.2f} against the {peaks.level} bandwidth: {peaks.where}"
+           if work.flops else f"no flops counted; {peaks.where}")
     text = f"{bound}-bound ({why}): reference at {percent(ref_share)} of the {roof}: {said(ref_share)}; "
     text += (f"best at {percent(best_share)}: {said(best_share)}" if best_share is not None
              else "no correct candidate") + f"; {work.text()}"
@@ -181,13 +210,16 @@ def device_peaks(store: Store | None, hw: HardwareSpec, working_set: float) -> P
     """The roofline's peaks for a working set of ``working_set`` bytes, from the probes the store holds."""
     stored = stored_bandwidth(store, hw) if store is not None else None
     dev = DeviceModel.of(hw, stored[0] if stored is not None else guessed_bandwidth(hw))
+    level_bytes: float | None
     if working_set <= dev.cache_bytes:
-        rate, level = dev.cache_bandwidth, "cache"
+        rate, level, level_bytes = dev.cache_bandwidth, "cache", dev.cache_bytes
     elif working_set <= dev.llc_bytes:
-        rate, level = dev.llc_bandwidth, "last-level cache"
+        rate, level, level_bytes = dev.llc_bandwidth, "last-level cache", dev.llc_bytes
     else:
-        rate, level = dev.bandwidth, "DRAM"
-    return Peaks(gflops=dev.peak_flops / 1e9, gbytes=rate / 1e9, level=level, probed=dev.probed)
+        rate, level, level_bytes = dev.bandwidth, "DRAM", None
+    measured = stored_compute_peak(store, hw) if store is not None else None
+    return Peaks(gflops=(measured or dev.peak_flops) / 1e9, gbytes=rate / 1e9, level=level, probed=dev.probed,
+                 compute_probed=measured is not None, working_set=working_set, level_bytes=level_bytes)
 
 
 def task_work(task: Task, sizes: str) -> Work:
@@ -223,7 +255,7 @@ def throughput(task: Task, m: Measurement, hw: HardwareSpec, store: Store | None
         implausible.append(f"{gbytes:,.0f} GB/s is over {IMPLAUSIBLE:g}x the {peaks.level} rate "
                            f"{peaks.gbytes:,.1f}")
     return Throughput(gflops=gflops, gbytes=gbytes, reference_gflops=ref_gflops, reference_gbytes=ref_gbytes,
-                      work=work.source, peaks=peaks, implausible="; ".join(implausible))
+                      work=work.text(), peaks=peaks, implausible="; ".join(implausible))
 
 
 def shown_measurement(ledger: Sequence[Measurement], key: str) -> Measurement | None:

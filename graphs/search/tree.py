@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, TypedDict, cast
 
@@ -172,12 +173,49 @@ def expected_log_speedup(node: NodeRecord) -> float:
 
 
 # ---- best, incumbent and standing -------------------------------------------------------------
+@dataclass(frozen=True)
+class Standing:
+    """How a measured node stands: the one rule for "best" that the tree, the result, sessions, ``show``, reports and
+    MCP read. ``speedup`` is its confirmation once it has one, else its first measurement (the first measurement of
+    the node that leads is the luckiest of several noisy numbers: a reduce_rows incumbent read 6.27x once and 2.79x
+    confirmed, and a router bench run pruned 92 children against the 6.27x).
+
+    Two orders come from it, for two questions:
+
+    - :attr:`rank` (confirmed first, then by speedup) answers "which kernel does the run deliver": a confirmed
+      number beats any first measurement, so the delivered best never rests on one lucky timing;
+    - :attr:`lead` (by speedup alone) answers "what must a child beat": the search's incumbent is the highest
+      number it stands on, confirmed or not (:func:`incumbent_of`, :func:`takes_the_lead`, the confirmations'
+      order). Kept apart because the router's decisions are replayed against it.
+    """
+
+    speedup: float
+    confirmed: bool
+
+    @property
+    def rank(self) -> tuple[bool, float]:
+        return self.confirmed, self.speedup
+
+    @property
+    def lead(self) -> float:
+        return self.speedup
+
+    @property
+    def label(self) -> str:
+        return "confirmed" if self.confirmed else "first measurement"
+
+    @classmethod
+    def of(cls, node: NodeRecord) -> Standing | None:
+        """A node's standing (None: no correct measurement)."""
+        if node["confirmed"] is not None:
+            return cls(node["confirmed"], True)
+        return cls(node["speedup"], False) if node["speedup"] is not None else None
+
+
 def standing(node: NodeRecord) -> float | None:
-    """A measured node's speedup as the run stands on it: its confirmation once it has one, else its first
-    measurement. The first measurement of the node that leads is the luckiest of several noisy numbers (a
-    reduce_rows incumbent read 6.27x once and 2.79x confirmed, and a router bench run pruned 92 children
-    against the 6.27x)."""
-    return node["confirmed"] if node["confirmed"] is not None else node["speedup"]
+    """A measured node's speedup as the run stands on it (:attr:`Standing.speedup`; None: not measured correct)."""
+    found = Standing.of(node)
+    return found.speedup if found is not None else None
 
 
 def incumbent_of(nodes: Mapping[str, NodeRecord], best: str | None) -> tuple[float, str | None]:
@@ -195,14 +233,15 @@ def takes_the_lead(nodes: Mapping[str, NodeRecord], key: str, best: str | None) 
 
 
 def top_measured(nodes: Mapping[str, NodeRecord], k: int) -> list[str]:
-    """The ``k`` correct measured nodes that stand highest (the candidates to confirm; one confirmed during the
-    search stands on its confirmation)."""
-    measured = [key for key, n in nodes.items() if n["outcome"] in ("measured", "verified") and standing(n)]
-    return sorted(measured, key=lambda key: -(standing(nodes[key]) or 0.0))[:k]
+    """The ``k`` correct measured nodes that stand highest by :attr:`Standing.lead` (the candidates to confirm; one
+    confirmed during the search stands on its confirmation)."""
+    stands = {key: Standing.of(n) for key, n in nodes.items() if n["outcome"] in ("measured", "verified")}
+    measured = [key for key, s in stands.items() if s is not None and s.speedup]
+    return sorted(measured, key=lambda key: -stands[key].lead)[:k]  # type: ignore[union-attr]
 
 
 def best_measured(nodes: Mapping[str, NodeRecord]) -> str | None:
-    """The correct measured node that stands highest (None: none yet)."""
+    """The correct measured node that leads (:attr:`Standing.lead`; None: none yet): the search's incumbent."""
     return next(iter(top_measured(nodes, 1)), None)
 
 

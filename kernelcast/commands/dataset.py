@@ -88,9 +88,13 @@ def export(path: Path = typer.Argument(..., help="output .jsonl.gz"),
 
 @app.command("import")
 def import_(path: Path = typer.Argument(..., help="a file written by `kernelcast dataset export`")) -> None:
-    """Load measured pairs from another store (skips pairs already present)."""
+    """Load measured pairs from another store as imported rows (skips pairs already present): training data for
+    the learned forecaster, never taken for this device's own measurements (a run measures them again, calibration
+    and trust do not read them), never rewriting a known device's spec; refused whole when a pair contradicts this
+    store's own measurement of the same kernel."""
     if not path.exists():
         fail(f"{path} not found")
     with writable_store() as store:
         n = store.import_pairs(path)
-    console.print(f"imported {n} measured pairs from {path}")
+    console.print(f"imported {n} measured pairs from {path} (marked imported: training data, not this device's "
+                  "own measurements)")

@@ -11,6 +11,9 @@ from rich.table import Table
 from kernelcast import api
 from kernelcast.commands.stores import readable_store, store_exists, writable_store
 from kernelcast.console import console, fail
+from kernelcast.graphs.search.result import interval_text
+from kernelcast.graphs.search.roofline import throughput
+from kernelcast.throughput import shown_flags
 from kernelcast.tools.core.bins import BIN_NAMES
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.errors import EXIT_DEVICE, EXIT_FAILED
@@ -49,7 +52,7 @@ def candidate_from_options(task_obj, candidate: str | None, params: list[str], g
 
 def measurement_table(m: Measurement, candidate: Candidate) -> Table:
     table = Table(title=f"{m.task} · candidate {candidate.short} · {m.device} · {m.sizes} size")
-    for col in ("status", "ref median", "cand median", "cand CV", "speedup", "bin", "flags"):
+    for col in ("status", "ref median", "cand median", "cand CV", "speedup", "95 % interval", "bin", "flags"):
         table.add_column(col)
     style = "green" if m.ok else "red"
     table.add_row(
@@ -58,8 +61,9 @@ def measurement_table(m: Measurement, candidate: Candidate) -> Table:
         f"{m.candidate.median_ns / 1e6:.3f} ms" if m.candidate else "-",
         f"{m.candidate.cv:.1%}" if m.candidate else "-",
         f"{m.speedup:.3f}x" if m.speedup else "-",
+        interval_text(m.speedup_ci) or "-",
         f"{m.bin()} {BIN_NAMES[m.bin()]}",
-        "; ".join(m.flags) or "-",
+        "; ".join(shown_flags(m.flags)) or "-",
     )
     return table
 
@@ -85,14 +89,19 @@ def measure(
     if sizes not in ("full", "small"):
         fail("--sizes must be 'full' or 'small'")
     config = MeasureConfig(sizes=sizes, timeout_s=get_settings().measure_timeout_s)
-    with writable_store() as store, console.status(
-            f"measuring {task_obj.name} candidate {cand.short} ({sizes} size)...",
-            spinner="dots") if not as_json else nullcontext():
-        result = api.measure(task_obj, cand, device=device, config=config, store=store)
+    with writable_store() as store:
+        with console.status(f"measuring {task_obj.name} candidate {cand.short} ({sizes} size)...",
+                            spinner="dots") if not as_json else nullcontext():
+            result = api.measure(task_obj, cand, device=device, config=config, store=store)
+        hw = store.devices().get(result.device)
+        rate = throughput(task_obj, result, hw, store) if hw is not None else None
     if as_json:
-        print(json.dumps({"bin": result.bin(), **result.model_dump(mode="json")}, indent=2))
+        extra = {"throughput": rate.model_dump(mode="json") if rate is not None else None}
+        print(json.dumps({"bin": result.bin(), **result.model_dump(mode="json"), **extra}, indent=2))
     else:
         console.print(measurement_table(result, cand))
+        if rate is not None:
+            console.print(f"throughput: {rate.text()}", highlight=False)
         if result.status.failed:
             console.print(f"[red]{result.reason}[/]", highlight=False)
     if result.status.failed:

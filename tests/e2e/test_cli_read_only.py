@@ -52,7 +52,7 @@ def test_read_only_commands_work_on_a_read_only_store_and_change_nothing(
         assert listed.returncode == 0, listed.stderr
         assert run_id in listed.stdout and "measure-all" in listed.stdout and "finished" in listed.stdout
 
-        shown = kc(home, "show", run_id[:20])
+        shown = kc(home, "show", run_id[:20], "--decisions")
         assert shown.returncode == 0, shown.stderr
         assert "decisions" in shown.stdout and "spend:search" in shown.stdout
 

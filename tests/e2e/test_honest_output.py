@@ -140,7 +140,7 @@ def test_show_prints_the_confirmation_at_80_columns_with_its_interval_whole(doct
     assert f"{doctored.best.speedup:.3f}x" in out
     assert interval_text(doctored.best.interval) in out, "the interval is printed whole, rounded, at 80 columns"
     assert max(len(line) for line in out.splitlines()) <= 80
-    assert "top 2" in out and doctored.best.candidate_hash[:16] in out
+    assert "top 2" in out and doctored.best.candidate_hash[:8] in out
     wide = subprocess.run([sys.executable, "-m", "kernelcast.cli", "show", doctored.run_id, "--top", "2"], cwd=ROOT,
                           env=_env(doctored.home, 250), capture_output=True, text=True, check=False, timeout=120)
     assert wide.returncode == 0, wide.stderr

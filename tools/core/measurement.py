@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from kernelcast.tools.core.candidate import Candidate
 
@@ -37,6 +37,9 @@ class TimingStats(BaseModel):
     iqr_ns: float
     cv: float  # coefficient of variation (std / mean)
     reps: int
+    # every repetition's time, kept only where the timings were recorded elsewhere (a Kernel Tuner cache): a replay
+    # draws its noise from them; live measurements keep the summary alone
+    samples_ns: list[float] | None = None
 
     @classmethod
     def from_samples(cls, samples_ns: list[float]) -> "TimingStats":
@@ -100,9 +103,10 @@ class HardwareSpec(BaseModel):
         return f"{self.backend}:{self.platform}:{self.name}".strip()
 
     def summary(self) -> str:
+        clock = f"{self.clock_mhz} MHz" if self.clock_mhz else "unknown clock (the runtime reports none)"
         lines = [
             f"device: {self.name} ({self.device_type or 'unknown type'}, {self.backend}, {self.platform})",
-            f"compute units: {self.compute_units} @ {self.clock_mhz} MHz",
+            f"compute units: {self.compute_units} @ {clock}",
             f"global memory: {self.global_mem_bytes / 2**30:.1f} GiB, global cache: {self.global_cache_bytes / 2**20:.1f} MiB"
             f" (line {self.global_cacheline_bytes} B)",
             f"local memory: {self.local_mem_bytes / 2**10:.0f} KiB, max work-group: {self.max_work_group_size}"
@@ -153,6 +157,17 @@ class RivalComparison(BaseModel):
         return self.ratio > 1.0
 
 
+#: Where a stored measurement's numbers come from. ``live``: measured by this store's harness, the only rows any
+#: read sees by default ("already measured", noise floor, calibration, trust); ``replayed``: answered by a replay
+#: run from stored rows, seen only by that run; ``imported``: another store's rows (``kernelcast dataset import``),
+#: training data only; ``recorded``: another tool's timings of a device kernelcast never ran on (a Kernel Tuner
+#: cache, ``kernelcast import kernel-tuner``): what a replay of that device answers from and what transfer learns;
+#: ``reused``: a live row of this store bought by an earlier run, copied under a session that was submitted the same
+#: kernel (same device and sizes): seen by that session alone, never charged to its budget.
+Provenance = Literal["live", "replayed", "imported", "recorded", "reused"]
+PROVENANCES: tuple[Provenance, ...] = ("live", "replayed", "imported", "recorded", "reused")
+
+
 class Measurement(BaseModel):
     """The result of running one candidate against the task's reference."""
 
@@ -168,9 +183,9 @@ class Measurement(BaseModel):
     speedup: float | None = None
     speedup_ci: tuple[float, float] | None = None  # 95 % bootstrap interval of the ratio of medians
     phase: str = "search"  # search | verify | confirm | noise: why the measurement was bought
-    # answered from a store by the replay measurer, not measured now: kept apart from live rows (only its own run
-    # reads it; no "already measured" set, noise floor, training or dataset counts it), never a live speedup
-    replayed: bool = False
+    # where the numbers come from (Provenance): only ``live`` rows are measurements of this store's device now;
+    # a replayed row is seen by its own run alone, imported and recorded rows only by reads that ask for them
+    provenance: Provenance = "live"
     rival: RivalComparison | None = None  # set when MeasureConfig.rival was timed beside the candidate
     flags: list[str] = Field(default_factory=list)
     seeds: list[int] = Field(default_factory=list)
@@ -179,6 +194,25 @@ class Measurement(BaseModel):
     harness_ms: float | None = None
     wall_ms: float | None = None
     created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_replayed_flag(cls, data: Any) -> Any:
+        """Rows written before provenance carried ``replayed`` (a bool): read it as the provenance it meant."""
+        if isinstance(data, dict) and "replayed" in data:
+            data = dict(data)
+            replayed = data.pop("replayed")
+            data.setdefault("provenance", "replayed" if replayed else "live")
+        return data
+
+    @property
+    def replayed(self) -> bool:
+        """Answered by a replay run from stored rows, not measured now."""
+        return self.provenance == "replayed"
+
+    @property
+    def live(self) -> bool:
+        return self.provenance == "live"
 
     @property
     def ok(self) -> bool:
