@@ -46,14 +46,12 @@ def llm_client(model: str | None, api_base: str | None = None, api_key: str | No
 def local_forecaster(model: str) -> Forecaster:
     """``local:PATH[#stated]``: a trained folder, GGUF or model folder run in process (needs the ``[train]`` extra);
     ``#stated`` reads the probabilities it writes instead of its bin digits' (see :mod:`kernelcast.agents.forecast.local`)."""
-    from kernelcast.agents.forecast.local import LOCAL_PREFIX, LocalModelForecaster
+    from kernelcast.agents.forecast.local import LocalModelForecaster, split_model
 
-    path, _, mode = model.removeprefix(LOCAL_PREFIX).partition("#")
-    if not Path(path).expanduser().exists():
+    path, mode = split_model(model)
+    if not Path(path).exists():
         raise ValueError(f"no trained model at {path} (train one with `kernelcast forecaster train`)")
-    if mode not in ("", "digits", "stated"):
-        raise ValueError(f"unknown read mode {mode!r} in {model!r} (digits or stated)")
-    return LocalModelForecaster(str(Path(path).expanduser()), mode="stated" if mode == "stated" else "digits")
+    return LocalModelForecaster(path, mode=mode)
 
 
 SEED_DATASET = DATA_DIR / "seed_pairs.jsonl.gz"
@@ -97,9 +95,9 @@ def learned_forecaster(store: "Store | None", device: str | None, exclude_task: 
     from kernelcast.agents.forecast.device_probe import device_bandwidth
     from kernelcast.agents.forecast.features import device_similarity
     from kernelcast.agents.forecast.learned import LearnedForecaster, task_lookup, training_set
-    from kernelcast.tools.store.store import Store
+    from kernelcast.tools.store.store import TRAINING_PROVENANCE, Store
 
-    pairs = store.measured_pairs(sizes="full") if store is not None else []
+    pairs = store.measured_pairs(sizes="full", provenance=TRAINING_PROVENANCE) if store is not None else []
     devices = store.devices() if store is not None else {}
     local = worker.hardware_spec() if worker is not None else None
     if local is not None:

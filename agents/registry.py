@@ -98,6 +98,14 @@ def _llm_forecaster(mode: Literal["json", "logprobs"]) -> Callable[[AgentInputs]
     return build
 
 
+def _transfer(inputs: AgentInputs) -> Forecaster:
+    from kernelcast.agents.forecast.transfer import TransferForecaster
+
+    if inputs.store is None:
+        raise ValueError("the transfer forecaster reads other devices' rows from a store; none was given")
+    return TransferForecaster(inputs.store, fallback=_prior(inputs))
+
+
 def _none(inputs: AgentInputs) -> Forecaster:
     from kernelcast.agents.factory import UninformativeForecaster
 
@@ -124,6 +132,9 @@ FORECASTERS: dict[str, ForecasterSpec] = {spec.name: spec for spec in (
                    build=_llm_forecaster("json")),
     ForecasterSpec("llm-logprobs", "an LLM's token log-probabilities of the bins", needs_model=True,
                    build=_llm_forecaster("logprobs")),
+    ForecasterSpec("transfer", "other devices' measured or recorded ln S of the same kernel, weighted by device "
+                   "similarity and by their agreement with this run's measurements; sd widened with device distance",
+                   needs_model=False, build=_transfer),
     ForecasterSpec("none", "no forecaster: every candidate is deferred to the hardware", needs_model=False,
                    build=_none),
 )}

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, model_validator
 
+from kernelcast.agents.forecast.local import model_identity
 from kernelcast.agents.registry import DEFAULT_FORECASTER, DEFAULT_GENERATOR, AnyGeneratorName, ForecasterName
 from kernelcast.graphs.route.routers import DEFAULT_RISK, DEFAULT_ROUTER, RouterName, RouterSpec, router_spec
 from kernelcast.tools.core.task import Task
@@ -27,6 +28,8 @@ class RunConfig(BaseModel):
     generator: AnyGeneratorName = DEFAULT_GENERATOR
     forecaster: ForecasterName = DEFAULT_FORECASTER
     model: str | None = None
+    model_weights: str | None = Field(None, description="a local model's weights digest, taken when the run was "
+                                      "configured: its trust is keyed by it, not by the model's path")
     device: str | None = None
     parallel: int = Field(1, ge=0, description="measurements in flight at once (a pool, or Ray actors)")
     ray: str | None = Field(None, description="'auto' or a Ray cluster address: measure on Ray actors")
@@ -58,10 +61,18 @@ class RunConfig(BaseModel):
     audit_share: float = Field(0.1, ge=0.0, le=0.5, description="selective: share of the budget that may measure "
                                "a random sample of trusted decisions (and the trials of replayed thresholds)")
 
+    @model_validator(mode="after")
+    def _pin_weights(self, info: ValidationInfo) -> RunConfig:
+        """A new config of a ``local:`` model records its weights' digest; a stored one keeps what it recorded
+        (a run from before digests were recorded keeps none: its rows certify no model by digest)."""
+        if self.model_weights is None and not (info.context or {}).get("stored"):
+            self.model_weights = model_identity(self.model)
+        return self
+
     @classmethod
     def of_run(cls, run: RunRecord) -> RunConfig:
         """The configuration a stored run was started with (fields added since read with their defaults)."""
-        return cls.model_validate(run.config)
+        return cls.model_validate(run.config, context={"stored": True})
 
     def for_task(self, task: Task, name: str) -> RunConfig:
         """The config as stored with a run of ``task`` (``name``: the built-in's name or the task file's path):

@@ -81,12 +81,14 @@ def build_dataset(tasks: Iterable[Task], store: Store, worker: Measurer, per_tas
 def forecaster_dataset(store: Store | None, out: Path, include_seed: bool = True, eval_tasks: list[str] | None = None,
                        eval_share: float = 0.3, seed: int = 0, corpus_manifest: Path = CORPUS_MANIFEST,
                        max_source_chars: int = MAX_SOURCE_CHARS) -> DatasetManifest:
-    """Write ``train.jsonl``, ``eval.jsonl`` and ``manifest.json`` from the store's measured pairs (full sizes)
-    and, with ``include_seed``, the shipped seed dataset's; see :mod:`kernelcast.agents.train.data`."""
+    """Write ``train.jsonl``, ``eval.jsonl`` and ``manifest.json`` from the store's measured pairs (full sizes:
+    the others are counted as dropped, by sizes) and, with ``include_seed``, the shipped seed dataset's; see
+    :mod:`kernelcast.agents.train.data`."""
     pairs: list[tuple[Candidate, Measurement, Literal["store", "seed"]]] = []
     devices: dict[str, HardwareSpec] = {}
     if store is not None:
-        pairs += [(c, m, "store") for c, m in store.measured_pairs(sizes="full")]
+        # every size: build_rows keeps the full-size pairs and counts the others as dropped, by sizes
+        pairs += [(c, m, "store") for c, m in store.measured_pairs(sizes=None)]  # type: ignore[arg-type]
         devices.update(store.devices())
     if include_seed and SEED_DATASET.exists():
         seed_pairs, seed_devices = foreign_seed(*Store.read_pairs(SEED_DATASET), devices)

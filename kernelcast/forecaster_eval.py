@@ -5,6 +5,11 @@ a task file the store recorded) and its device's spec; the scores are the paper'
 :func:`kernelcast.calibration_report.evaluate`): accuracy, within one bin, halved Brier, CRPS, ECE, AURC and the
 recovered speedup at the top 1 / 10 / 50 % of each (task, device) pool, plus whether error falls as confidence
 rises (the Spearman correlation of the confidence with the absolute bin error: negative when it does).
+
+A forecaster that has learned from the evaluation tasks (a trained model whose training rows held them, the
+blended forecaster built from a store and seed that hold them) is not being scored on held-out data: the report
+names those tasks (:func:`tasks_seen`) and the command warns (issue 65: the blend scored accuracy 0.75 on tasks it
+had learned from, 0.17 when it had not).
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from pydantic import BaseModel
 from scipy.stats import spearmanr
 
 from kernelcast.agents.forecast.base import Forecaster
+from kernelcast.agents.forecast.blend import BlendedForecaster
+from kernelcast.agents.forecast.local import LocalModelForecaster
 from kernelcast.agents.train.data import TrainingRow
 from kernelcast.calibration_report import CalibrationData, evaluate
 from kernelcast.tools.core.task import Task
@@ -38,6 +45,7 @@ class EvalReport(BaseModel):
     spearman_confidence_error: float  # < 0: the error falls as confidence rises
     mean_confidence: float
     wall_s: float
+    seen_tasks: list[str] = []  # evaluation tasks the forecaster learned from: its scores are not held-out scores
 
 
 REPORT_ROWS = (("accuracy (bin exact)", "accuracy"), ("within one bin", "within_one"), ("Brier (halved)", "brier_halved"),
@@ -83,8 +91,20 @@ def score_rows(name: str, probs: np.ndarray, rows: Sequence[TrainingRow], failed
                       mean_confidence=summary.mean_confidence, wall_s=wall_s)
 
 
+def tasks_seen(forecaster: Forecaster) -> set[str]:
+    """The tasks a forecaster learned from, where it records them: a trained model's training rows' tasks, the
+    blended forecaster's training set's (empty for the others: the prior and remote models learn nothing of ours)."""
+    if isinstance(forecaster, LocalModelForecaster):
+        return forecaster.trained_tasks()
+    if isinstance(forecaster, BlendedForecaster):
+        return set(forecaster.data.tasks)
+    return set()
+
+
 def evaluate_forecaster(name: str, forecaster: Forecaster, rows: Sequence[TrainingRow], lookup: Callable[[str], Task],
                         on_progress: Callable[[int, int], None] | None = None) -> EvalReport:
     started = time.perf_counter()
     probs, failed = forecast_rows(forecaster, rows, lookup, on_progress)
-    return score_rows(name, probs, rows, failed, time.perf_counter() - started)
+    report = score_rows(name, probs, rows, failed, time.perf_counter() - started)
+    report.seen_tasks = sorted(tasks_seen(forecaster) & {r.task for r in rows})
+    return report

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kernelcast.agents.train.prompt import DIGITS
+from kernelcast.agents.train.prompt import DIGITS, MAX_PROMPT_TOKENS
 from kernelcast.tools.core.bins import NUM_BINS
 
-MAX_PROMPT_TOKENS = 1024  # longer prompts keep their end (the candidate and the question)
+__all__ = ["MAX_PROMPT_TOKENS", "bin_log_probs", "brier_loss", "crps_loss", "digit_token_ids", "encode"]
 
 
 def digit_token_ids(tokenizer: Any) -> list[int]:
@@ -39,14 +39,18 @@ def encode(tokenizer: Any, texts: Sequence[str], device: Any, max_tokens: int = 
 
 def bin_log_probs(model: Any, tokenizer: Any, texts: Sequence[str], digit_ids: Sequence[int],
                   max_tokens: int = MAX_PROMPT_TOKENS) -> Any:
-    """(len(texts), 8) log-probabilities of the bins at each text's next token, renormalized over the digits."""
+    """(len(texts), 8) log-probabilities of the bins at each text's next token, renormalized over the digits.
+
+    Only the answer positions go through the output head (``logits_to_keep``): the logits of every prompt
+    position, (B, T, vocabulary) floats kept for the backward pass, were most of score training's 16 GB peak."""
     import torch
 
     device = next(model.parameters()).device
     batch = encode(tokenizer, texts, device, max_tokens)
-    logits = model(**batch).logits  # (B, T, V)
     last = batch["attention_mask"].sum(dim=1) - 1
-    at_answer = logits[torch.arange(logits.shape[0], device=device), last]  # (B, V)
+    keep, where = torch.unique(last, return_inverse=True)  # the distinct answer positions, and each row's
+    logits = model(**batch, logits_to_keep=keep).logits  # (B, K, V), K <= B
+    at_answer = logits[torch.arange(logits.shape[0], device=device), where]  # (B, V)
     return torch.log_softmax(at_answer[:, list(digit_ids)].float(), dim=-1)
 
 

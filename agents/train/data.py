@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from kernelcast.agents.train.prompt import MAX_SOURCE_CHARS, forecast_prompt, strip_comments
+from kernelcast.agents.train.prompt import MAX_SOURCE_CHARS, PromptSettings, strip_comments
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement
 from kernelcast.tools.core.task import Task, TaskError
@@ -47,6 +47,7 @@ class TrainingRow(BaseModel):
     speedup_ci: tuple[float, float] | None = None
     measurement: Measurement
     prompt: str
+    prompt_settings: PromptSettings | None = None  # how ``prompt`` was built (None: a row from before it was recorded)
     origin: Literal["store", "seed"] = "store"
 
     def pair(self) -> tuple[Candidate, Measurement]:
@@ -136,12 +137,17 @@ def plan_split(tasks: Iterable[str], eval_tasks: Sequence[str] | None = None, ev
 def build_rows(pairs: Iterable[tuple[Candidate, Measurement, Literal["store", "seed"]]],
                devices: dict[str, HardwareSpec], lookup: Callable[[str], Task], suites: dict[str, str] | None = None,
                max_source_chars: int = MAX_SOURCE_CHARS) -> tuple[list[TrainingRow], Counter[str]]:
-    """Rows of the correct pairs, first of each (candidate, device) kept; what was dropped, by reason."""
+    """Rows of the correct full-size pairs, first of each (candidate, device) kept; what was dropped, by reason
+    (each reason names the sizes or the device it concerns, so a user sees where measurements went)."""
+    settings = PromptSettings(max_source_chars=max_source_chars)
     rows: list[TrainingRow] = []
     dropped: Counter[str] = Counter()
     seen: set[tuple[str, str]] = set()
     tasks: dict[str, Task | None] = {}
     for cand, m, origin in pairs:
+        if m.sizes != "full":  # the prompt states the full sizes, and the bins were labelled there
+            dropped[f"measured at sizes {m.sizes!r} (rows are full-size measurements)"] += 1
+            continue
         key = (m.candidate_hash, m.device)
         if key in seen:
             dropped["duplicate"] += 1
@@ -151,7 +157,7 @@ def build_rows(pairs: Iterable[tuple[Candidate, Measurement, Literal["store", "s
             dropped["failed measurement"] += 1
             continue
         if m.device not in devices:
-            dropped["device without a spec"] += 1
+            dropped[f"device {m.device} has no spec in the store"] += 1
             continue
         if m.task not in tasks:
             try:
@@ -168,8 +174,8 @@ def build_rows(pairs: Iterable[tuple[Candidate, Measurement, Literal["store", "s
             task=m.task, task_fingerprint=m.task_fingerprint or task.fingerprint, suite=(suites or {}).get(m.task),
             device=m.device, candidate_hash=m.candidate_hash, candidate=stripped,
             reference_source=strip_comments(task.source), hardware=hardware, true_bin=m.bin(), speedup=m.speedup,
-            speedup_ci=m.speedup_ci, measurement=m, origin=origin,
-            prompt=forecast_prompt(task, stripped, hardware, max_source_chars)))
+            speedup_ci=m.speedup_ci, measurement=m, origin=origin, prompt_settings=settings,
+            prompt=settings.prompt(task, stripped, hardware)))
     return rows, dropped
 
 

@@ -6,6 +6,11 @@ each answer is scored by :func:`kernelcast.agents.forecast.scoring.reward`: corr
 correctness + (1 - CRPS), an unparsed answer 0. The advantage is the reward minus its group's mean
 (``scale_rewards="none"``), with no KL term (``beta=0``), the "grpo" loss, 8 samples per prompt at temperature 1.
 Checkpoints are TRL's (every ``checkpoint_every`` steps, the last two kept); a rerun resumes from the latest.
+
+Before the first GRPO step, ``warm_start_steps`` supervised steps teach the answer format
+(:mod:`kernelcast.agents.train.warm_start`) on the same LoRA adapter: without them the shipped small model never
+wrote a parseable answer, every reward was 0 and GRPO never moved (issue 65). A resumed run skips them (its
+checkpoint holds the warm-started adapter).
 """
 
 from __future__ import annotations
@@ -15,13 +20,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+import structlog
 from pydantic import BaseModel, Field
 
 from kernelcast.agents.forecast.scoring import reward
 from kernelcast.agents.train.data import TrainingRow
 from kernelcast.agents.train.model import TrainedMeta, chat_text, load_base, pick_device
-from kernelcast.agents.train.prompt import parse_answer
+from kernelcast.agents.train.prompt import common_settings, parse_answer
 from kernelcast.agents.train.run import CHECKPOINTS, StepRecord, TrainingMetrics, lora_config, peak_memory_mb, save_trained
+from kernelcast.agents.train.warm_start import warm_start
+
+log = structlog.get_logger(__name__)
 
 Reward = Literal["correctness", "brier", "crps"]
 REWARD_KINDS = {"correctness": "correctness", "brier": "correctness+brier", "crps": "correctness+crps"}
@@ -39,7 +48,9 @@ class GRPOSettings(BaseModel):
     lr: float = Field(4e-5, gt=0)
     lora_rank: int = Field(32, ge=1)
     temperature: float = 1.0
-    max_completion_tokens: int = Field(32, ge=4)
+    max_completion_tokens: int = Field(48, ge=4, description="an answer in the format takes about 30 tokens")
+    warm_start_steps: int = Field(24, ge=0, description="supervised steps on the answer format first")
+    warm_start_lr: float = Field(2e-4, gt=0)
     seed: int = 0
     checkpoint_every: int = Field(5, ge=1)
     device: str | None = None
@@ -64,17 +75,31 @@ def reward_function(kind: Reward) -> Callable[..., list[float | None]]:
 
 def train_grpo(settings: GRPOSettings, rows: Sequence[TrainingRow], on_step: Progress | None = None) -> TrainingMetrics:
     """Train (or resume) with GRPO and write the trained folder; returns its metrics."""
+    import torch
     from datasets import Dataset
+    from peft import get_peft_model
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     if not rows:
         raise ValueError("no training rows")
+    prompt = common_settings([r.prompt_settings for r in rows])
     device = pick_device(settings.device)
     loaded = load_base(settings.base, device)
     data = Dataset.from_list([{"prompt": chat_text(loaded.tokenizer, r.prompt), "true_bin": r.true_bin} for r in rows])
     checkpoints = settings.out / CHECKPOINTS
     resume = any(checkpoints.glob("checkpoint-*")) if checkpoints.is_dir() else False
+    torch.manual_seed(settings.seed)
+    model = get_peft_model(loaded.model, lora_config(settings.lora_rank))
+    started = time.perf_counter()
+    history: list[StepRecord] = []
+    if not resume and settings.warm_start_steps:
+        losses = warm_start(model, loaded.tokenizer, rows, settings.warm_start_steps, settings.warm_start_lr,
+                            seed=settings.seed, max_prompt_tokens=prompt.max_prompt_tokens)
+        log.info("warm_start_done", steps=len(losses), first_loss=losses[0], last_loss=losses[-1],
+                 seconds=round(time.perf_counter() - started, 1))
+        history += [StepRecord(step=0, loss=loss, elapsed_s=time.perf_counter() - started, phase="warm start")
+                    for loss in losses]
     config = GRPOConfig(
         output_dir=str(checkpoints), max_steps=settings.steps, learning_rate=settings.lr, seed=settings.seed,
         per_device_train_batch_size=settings.prompts_per_step * settings.num_generations,
@@ -82,8 +107,6 @@ def train_grpo(settings: GRPOSettings, rows: Sequence[TrainingRow], on_step: Pro
         temperature=settings.temperature, max_completion_length=settings.max_completion_tokens,
         save_steps=settings.checkpoint_every, save_total_limit=2, logging_steps=1, report_to="none",
         use_cpu=device == "cpu", bf16=False, fp16=False, dataloader_num_workers=0)
-    started = time.perf_counter()
-    history: list[StepRecord] = []
 
     class Budget(TrainerCallback):
         def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **_: Any) -> None:
@@ -99,9 +122,8 @@ def train_grpo(settings: GRPOSettings, rows: Sequence[TrainingRow], on_step: Pro
                 control.should_training_stop = True
                 control.should_save = True
 
-    trainer = GRPOTrainer(model=loaded.model, reward_funcs=[reward_function(settings.reward)], args=config,
-                          train_dataset=data, processing_class=loaded.tokenizer,
-                          peft_config=lora_config(settings.lora_rank), callbacks=[Budget()])
+    trainer = GRPOTrainer(model=model, reward_funcs=[reward_function(settings.reward)], args=config,
+                          train_dataset=data, processing_class=loaded.tokenizer, callbacks=[Budget()])
     trainer.train(resume_from_checkpoint=True if resume else None)
     steps = int(trainer.state.global_step)
     metrics = TrainingMetrics(method="grpo", objective=settings.reward, base=loaded.name, steps=steps,
@@ -109,5 +131,7 @@ def train_grpo(settings: GRPOSettings, rows: Sequence[TrainingRow], on_step: Pro
                               peak_memory_mb=peak_memory_mb(device), device=device, history=history,
                               settings=settings.model_dump(mode="json", exclude={"out", "base"}))
     save_trained(settings.out, trainer.model, loaded.tokenizer,
-                 TrainedMeta(base=loaded.name, method="grpo", objective=settings.reward, steps=steps), metrics)
+                 TrainedMeta(base=loaded.name, method="grpo", objective=settings.reward, steps=steps, prompt=prompt,
+                             tasks=sorted({r.task for r in rows}),
+                             warm_start_steps=0 if resume else settings.warm_start_steps), metrics)
     return metrics

@@ -7,12 +7,17 @@ train`` (a LoRA adapter and the name of its base, in :data:`TRAINED_META`). Noth
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+
+from kernelcast.agents.train.prompt import PromptSettings
 
 TRAINED_META = "kernelcast_model.json"
 ADAPTER_DIR = "adapter"
@@ -25,6 +30,9 @@ class TrainedMeta(BaseModel):
     method: str
     objective: str
     steps: int = 0
+    prompt: PromptSettings = PromptSettings()  # the prompt it was trained on: serving builds the same one
+    tasks: list[str] = Field(default_factory=list)  # the tasks of its training rows (an evaluation on them leaks)
+    warm_start_steps: int = 0  # grpo: supervised steps on the answer format before the first GRPO step
 
 
 @dataclass
@@ -44,27 +52,54 @@ def pick_device(device: str | None = None) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def converted_cache() -> Path:
+    """Where de-quantized GGUF models are kept as Hugging Face folders ($KERNELCAST_MODEL_CACHE to move it)."""
+    return Path(os.environ.get("KERNELCAST_MODEL_CACHE", Path.home() / ".cache" / "kernelcast" / "converted"))
+
+
+def converted_gguf(path: Path) -> Path:
+    """The GGUF at ``path`` as a float32 Hugging Face folder, converted once and kept (keyed by the file's name,
+    size and modification time): de-quantizing in every process cost 15 s or more, and its peak memory (several
+    GB for the 135M model) was most of a process's (issue 65)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    stat = path.stat()
+    key = hashlib.sha256(f"{path}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    folder = converted_cache() / f"{path.stem}-{key}"
+    if (folder / "config.json").is_file():
+        return folder
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    model: Any = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    model.hf_quantizer = None  # its weights are de-quantized floats: save and train them as such
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    partial = folder.with_name(folder.name + f".partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    model.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    shutil.rmtree(folder, ignore_errors=True)
+    partial.rename(folder)
+    return folder
+
+
 def load_base(spec: str | Path, device: str = "cpu") -> LoadedModel:
-    """A GGUF file or a Hugging Face folder, float32, with its tokenizer (pad token set)."""
+    """A GGUF file (through its converted folder, :func:`converted_gguf`) or a Hugging Face folder, float32, with
+    its tokenizer (pad token set)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = Path(spec).expanduser().resolve()
     if path.is_file() and path.suffix == ".gguf":
-        kwargs: dict[str, Any] = {"gguf_file": path.name}
-        folder = path.parent
+        folder = converted_gguf(path)
     elif path.is_dir():
-        kwargs, folder = {}, path
+        folder = path
     else:
         raise FileNotFoundError(f"{spec}: neither a .gguf file nor a model folder")
-    tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
-    model: Any = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, **kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model: Any = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     model = model.to(device)
-    if "gguf_file" in kwargs:  # its weights are de-quantized floats: train them as such (Trainer refuses "GGUF")
-        model.hf_quantizer = None
-        model.is_quantized = False
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.config.pad_token_id = tokenizer.pad_token_id

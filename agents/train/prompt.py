@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pydantic import BaseModel, Field
+
 from kernelcast.agents.forecast.base import RepairError, parse_bin, repair_probabilities
 from kernelcast.agents.llm.prompting import bin_table, clip_source, launch_text, load_prompt
 from kernelcast.tools.core.bins import NUM_BINS
@@ -22,6 +24,7 @@ from kernelcast.tools.core.task import Task
 
 DIGITS = tuple(str(b) for b in range(1, NUM_BINS + 1))
 MAX_SOURCE_CHARS = 1200  # per kernel: a template point's #defines and the kernel's start fit
+MAX_PROMPT_TOKENS = 1024  # longer prompts keep their end (the candidate and the question)
 _BLANK_RUNS = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
 _ANSWER = re.compile(r"^\s*([1-8])\s*\|\s*(.*)$", re.S)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -54,6 +57,30 @@ def forecast_prompt(task: Task, candidate: Candidate, hardware: HardwareSpec,
         intent=candidate.intent or "(not stated)",
         candidate_source=clip_source(strip_comments(candidate.source), max_source_chars),
     )
+
+
+class PromptSettings(BaseModel, frozen=True):
+    """How a trained model's prompt is built and cut. Recorded with every dataset row, the trained folder
+    (:class:`kernelcast.agents.train.model.TrainedMeta`) and its export, and read back by the ``local:``
+    forecaster and the bench: a model served with other settings reads a question it was never asked (issue 65:
+    a dataset built at 200 characters and served at 1,200 doubled the model's ECE)."""
+
+    max_source_chars: int = Field(MAX_SOURCE_CHARS, ge=1, description="per kernel, before the cut mark")
+    max_prompt_tokens: int = Field(MAX_PROMPT_TOKENS, ge=16, description="longer prompts keep their last tokens")
+
+    def prompt(self, task: Task, candidate: Candidate, hardware: HardwareSpec) -> str:
+        return forecast_prompt(task, candidate, hardware, self.max_source_chars)
+
+
+def common_settings(settings: list[PromptSettings | None]) -> PromptSettings:
+    """The one prompt setting a set of rows was built with; ValueError when they differ or were not recorded."""
+    found = set(settings)
+    if None in found:
+        raise ValueError("rows without recorded prompt settings (a dataset from before they were recorded): "
+                         "rebuild it with `kernelcast forecaster dataset`")
+    if len(found) != 1:
+        raise ValueError(f"rows built with different prompt settings ({len(found)}): train on one dataset")
+    return next(iter(found))  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,10 @@ The loss is the CRPS or the halved Brier score of the next-token distribution ov
 (:mod:`kernelcast.agents.forecast.bin_distribution`): differentiable, no sampling, so each step teaches every bin's
 probability at once, where GRPO learns from eight sampled answers. LoRA on every linear layer.
 
+Memory is bounded (issue 65: 16.4 GB for the 135M model): only the answer position goes through the output head,
+the batch is taken ``micro_batch`` examples at a time (gradients accumulated) and each layer's activations are
+recomputed in the backward pass (:func:`kernelcast.agents.train.run.bounded_memory`).
+
 Checkpoints (adapter, optimizer, step, elapsed time) are written every ``checkpoint_every`` steps, atomically;
 a rerun with the same output folder resumes from the latest one. The order of the examples is a function of
 the seed and the step alone, and there is no dropout, so a resumed run takes the steps an uninterrupted one would.
@@ -24,7 +28,16 @@ from pydantic import BaseModel, Field
 from kernelcast.agents.forecast.bin_distribution import LOSSES, MAX_PROMPT_TOKENS, bin_log_probs, digit_token_ids
 from kernelcast.agents.train.data import TrainingRow
 from kernelcast.agents.train.model import TrainedMeta, chat_text, load_base, pick_device
-from kernelcast.agents.train.run import CHECKPOINTS, StepRecord, TrainingMetrics, lora_config, peak_memory_mb, save_trained
+from kernelcast.agents.train.prompt import common_settings
+from kernelcast.agents.train.run import (
+    CHECKPOINTS,
+    StepRecord,
+    TrainingMetrics,
+    bounded_memory,
+    lora_config,
+    peak_memory_mb,
+    save_trained,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -43,6 +56,9 @@ class ScoreConfig(BaseModel):
     seed: int = 0
     checkpoint_every: int = Field(10, ge=1)
     max_prompt_tokens: int = Field(MAX_PROMPT_TOKENS, ge=16)
+    micro_batch: int = Field(1, ge=1, description="examples per forward pass (gradients accumulated over the batch)")
+    checkpoint_activations: bool = Field(True, description="recompute each layer's activations in the backward "
+                                         "pass instead of keeping them")
     device: str | None = None
 
 
@@ -78,6 +94,8 @@ def train_score(config: ScoreConfig, rows: Sequence[TrainingRow], on_step: Progr
 
     if not rows:
         raise ValueError("no training rows")
+    prompt = common_settings([r.prompt_settings for r in rows]).model_copy(
+        update={"max_prompt_tokens": config.max_prompt_tokens})
     device = pick_device(config.device)
     torch.manual_seed(config.seed)
     loaded = load_base(config.base, device)
@@ -98,19 +116,25 @@ def train_score(config: ScoreConfig, rows: Sequence[TrainingRow], on_step: Progr
     if resume is not None:
         optimizer.load_state_dict(torch.load(resume / "optimizer.pt", weights_only=True))
     loss_fn = LOSSES[config.loss]
+    if config.checkpoint_activations:
+        bounded_memory(model)
     model.train()
     while state.step < config.steps and (config.max_seconds is None or state.elapsed_s < config.max_seconds):
         started = time.perf_counter()
         step = state.step + 1
         index = batch_at(step, len(rows), config.batch_size, config.seed)
-        log_p = bin_log_probs(model, tokenizer, [texts[i] for i in index], digits, config.max_prompt_tokens)
-        loss = loss_fn(log_p, [bins[i] for i in index])
         optimizer.zero_grad()
-        loss.backward()
+        loss_sum = 0.0
+        for start in range(0, len(index), config.micro_batch):  # the mean over the batch, a part at a time
+            part = index[start:start + config.micro_batch]
+            log_p = bin_log_probs(model, tokenizer, [texts[i] for i in part], digits, config.max_prompt_tokens)
+            loss = loss_fn(log_p, [bins[i] for i in part]) * len(part) / len(index)
+            loss.backward()
+            loss_sum += float(loss.detach())
         optimizer.step()
         state.step = step
         state.elapsed_s += time.perf_counter() - started
-        record = StepRecord(step=step, loss=float(loss.detach()), elapsed_s=state.elapsed_s)
+        record = StepRecord(step=step, loss=loss_sum, elapsed_s=state.elapsed_s)
         state.history.append(record)
         if on_step is not None:
             on_step(record, config.steps)
@@ -121,7 +145,8 @@ def train_score(config: ScoreConfig, rows: Sequence[TrainingRow], on_step: Progr
                               device=device, resumed_from=state.resumed_from, history=state.history,
                               settings=config.model_dump(mode="json", exclude={"out", "base"}))
     save_trained(config.out, model, tokenizer, TrainedMeta(base=loaded.name, method="score", objective=config.loss,
-                                                           steps=state.step), metrics)
+                                                           steps=state.step, prompt=prompt,
+                                                           tasks=sorted({r.task for r in rows})), metrics)
     return metrics
 
 

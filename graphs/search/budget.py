@@ -87,5 +87,5 @@ class Budget:
         """The budget spent when ``key`` was first measured (0 for none)."""
         if key is None:
             return 0
-        ledger = [m.candidate_hash for m in self.store.measurements(run_id=self.run_id)]
+        ledger = [m.candidate_hash for m in self.store.measurements(run_id=self.run_id) if m.provenance != "reused"]
         return ledger.index(key) + 1 if key in ledger else 0

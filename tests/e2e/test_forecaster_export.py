@@ -49,7 +49,7 @@ def _distributions(model: str) -> np.ndarray:
 
     forecaster = local_forecaster(model)
     assert isinstance(forecaster, LocalModelForecaster)
-    forecaster.max_prompt_tokens = PROMPT_TOKENS
+    forecaster.prompt = forecaster.prompt.model_copy(update={"max_prompt_tokens": PROMPT_TOKENS})  # the base records none
     forecaster.device = "cpu"
     task = resolve_task("saxpy")
     reference = task.reference()

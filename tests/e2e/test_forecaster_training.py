@@ -103,6 +103,29 @@ def test_dataset_is_split_by_task_and_suite_unique_by_candidate_and_described(da
     assert with_ci and all(r.speedup_ci[0] <= r.speedup <= r.speedup_ci[1] for r in with_ci)  # type: ignore[index]
 
 
+def test_dataset_says_what_it_dropped_by_sizes_and_device(tmp_path: Path) -> None:
+    """Issue 65: after `dataset build --sizes small` the new rows vanished without a word ("dropped" empty)."""
+    from kernelcast.tools.store.store import Store
+
+    store = Store(tmp_path / "k.db")
+    task = resolve_task("saxpy")
+    hardware = _hardware()
+    store.upsert_device(hardware)
+    cands = [task.reference().model_copy(update={"build_options": [f"-DPAD={n}"], "origin": "written"}) for n in (1, 2, 3)]
+    for cand in cands:
+        store.add_candidate(cand)
+    for cand, sizes, device in ((cands[0], "small", hardware.key), (cands[1], "full", "ghost-device"),
+                                (cands[2], "full", hardware.key)):
+        store.add_measurement(Measurement(task=task.name, candidate_hash=cand.hash, device=device, sizes=sizes,
+                                          status=Status.correct, speedup=1.3, task_fingerprint=task.fingerprint))
+    manifest = forecaster_dataset(store, tmp_path / "data", include_seed=False, eval_share=0.0)
+    assert manifest.files == {"train.jsonl": 1, "eval.jsonl": 0}
+    assert manifest.dropped == {"measured at sizes 'small' (rows are full-size measurements)": 1,
+                                "device ghost-device has no spec in the store": 1}, manifest.dropped
+    row = read_jsonl(tmp_path / "data" / "train.jsonl")[0]
+    assert row.prompt_settings is not None and row.prompt_settings.max_source_chars == manifest.max_source_chars
+
+
 def test_split_names_tasks_and_reads_a_corpus_manifest(tmp_path: Path) -> None:
     plan = plan_split(["a", "b", "c", "d"], eval_tasks=["c"])
     assert plan.eval_tasks == ["c"] and plan.train_tasks == ["a", "b", "d"]
@@ -223,13 +246,60 @@ def test_grpo_with_a_correctness_reward_moves_the_bin_towards_the_truth(tiny: Pa
     base = _answering_model(tiny, tmp_path / "answering", rows)
     _, before = _mean_score(base, rows, "crps")
     metrics = train_grpo(GRPOSettings(base=str(base), out=tmp_path / "g", reward="correctness", steps=12, lr=1e-1,
-                                      prompts_per_step=2, lora_rank=8, max_completion_tokens=32, checkpoint_every=3),
-                         rows)
+                                      prompts_per_step=2, lora_rank=8, max_completion_tokens=32, checkpoint_every=3,
+                                      warm_start_steps=0), rows)  # taught by the test's own setup above
     _, after = _mean_score(tmp_path / "g", rows, "crps")
     assert metrics.steps == 12 and metrics.method == "grpo"
     assert any(r.reward is not None and r.reward > 0 for r in metrics.history), "some answers parsed and scored"
     assert after[6] > before[6] + 0.05, f"P(bin 7): {before[6]:.3f} -> {after[6]:.3f}"
     assert (tmp_path / "g" / "adapter" / "adapter_config.json").is_file()
+
+
+def test_the_warm_start_teaches_answers_that_parse_and_earn_a_reward() -> None:
+    """Issue 65: GRPO never learned: the small model never wrote "digit |", every answer scored 0. The taught
+    answers are in the format, state the true bin, parse, and earn every reward; their confidences spread."""
+    import random
+
+    from kernelcast.agents.forecast.scoring import reward
+    from kernelcast.agents.train.warm_start import CONFIDENCE, taught_answer
+
+    rng = random.Random(0)
+    confidences = []
+    for true_bin in range(1, 9):
+        for _ in range(5):
+            answer = parse_answer(taught_answer(true_bin, rng))
+            assert answer.parsed and answer.predicted_bin == true_bin and answer.probabilities is not None
+            assert abs(sum(answer.probabilities) - 1) < 1e-9 and answer.problem in ("", "read as percentages")
+            confidences.append(max(answer.probabilities))
+            for rule in ("correctness", "correctness+brier", "correctness+crps"):
+                assert reward(answer.probabilities, answer.predicted_bin, true_bin, rule) >= 1.0
+    assert CONFIDENCE[0] - 0.01 <= min(confidences) and max(confidences) <= CONFIDENCE[1] + 0.01
+    assert max(confidences) - min(confidences) > 0.3, "a spread of confidences, not one calibration"
+
+
+@needs_torch
+def test_grpo_warm_starts_on_the_answer_format_and_records_it(tiny: Path, dataset_dir: Path, tmp_path: Path) -> None:
+    import torch
+
+    from kernelcast.agents.train.grpo import GRPOSettings, train_grpo
+    from kernelcast.agents.train.model import load_base, load_model
+    from kernelcast.agents.train.warm_start import answer_ids
+
+    rows = _short(read_jsonl(dataset_dir / "train.jsonl"), 4)
+    loaded = load_base(tiny)
+    head, tail = answer_ids(loaded.tokenizer, "Q", "7 | 0 0 0 0 0 0 100 0", 64)
+    assert loaded.tokenizer.decode(tail) == "7 | 0 0 0 0 0 0 100 0</s>", "the answer, closed so the model stops"
+    metrics = train_grpo(GRPOSettings(base=str(tiny), out=tmp_path / "g", reward="crps", steps=1, lr=1e-3,
+                                      num_generations=2, lora_rank=4, max_completion_tokens=8, warm_start_steps=3,
+                                      warm_start_lr=1e-2), rows)
+    phases = [h.phase for h in metrics.history]
+    assert phases[:3] == ["warm start"] * 3 and phases[3:] == ["train"], phases
+    meta = json.loads((tmp_path / "g" / "kernelcast_model.json").read_text())
+    assert meta["warm_start_steps"] == 3 and meta["prompt"] == rows[0].prompt_settings.model_dump()  # type: ignore[union-attr]
+    assert meta["tasks"] == sorted({r.task for r in rows})
+    trained = load_model(tmp_path / "g", "cpu")
+    lora_b = [p for n, p in trained.model.named_parameters() if "lora_B" in n]
+    assert lora_b and any(float(torch.abs(p).max()) > 0 for p in lora_b), "the warm start moved the adapter"
 
 
 @needs_torch

@@ -71,3 +71,33 @@ def test_a_run_whose_config_does_not_validate_belongs_to_no_forecaster(tmp_path:
     runs = {r.id: r for r in store.runs()}
     assert forecaster_of(runs[good]) == PRIOR
     assert forecaster_of(runs[odd]) is None
+
+
+def test_a_local_model_is_keyed_by_its_weights_not_its_path(tmp_path: Path) -> None:
+    """A model exported over another at the same path starts a record of its own (issue 65: it inherited the
+    old model's trust); the same weights keep theirs; a stored run keeps the digest it recorded."""
+    from kernelcast.graphs.route.trust import forecaster_key
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    weights = folder / "model.safetensors"
+    weights.write_bytes(b"old weights")
+    old = RunConfig(task="saxpy", forecaster="llm", model=f"local:{folder}")
+    assert old.model_weights is not None and old.model_weights.startswith("local-sha256:")
+    store = _learned_store(tmp_path / "k.db", rows=0)
+    run = store.create_run("saxpy", "dev", old.model_dump(), 24)
+    for i in range(300):
+        child = hashlib.sha256(f"local-{i}".encode()).hexdigest()
+        p = 0.02 if i % 2 else 0.98
+        store.add_event(run, "route", Route(decision="measure", p_beat=p, incumbent=1.0).model_dump(),
+                        candidate_hash=child)
+        store.add_measurement(_measured(child, 0.5 if p < 0.5 else 2.0), run_id=run)
+    assert trust_for(store, "dev", 0, 0.1, forecaster_key(old)).n_calibration == 300
+    same = RunConfig(task="saxpy", forecaster="llm", model=f"local:{folder}")
+    assert forecaster_key(same) == forecaster_key(old), "the same weights keep their record"
+    weights.write_bytes(b"new weights, exported over the old ones")
+    new = RunConfig(task="saxpy", forecaster="llm", model=f"local:{folder}")
+    assert new.model == old.model and forecaster_key(new) != forecaster_key(old)
+    assert trust_for(store, "dev", 0, 0.1, forecaster_key(new)).n_calibration == 0, "another model, no record"
+    stored = {r.id: r for r in store.runs()}[run]
+    assert forecaster_of(stored) == forecaster_key(old), "a stored run keeps the digest it was started with"

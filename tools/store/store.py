@@ -9,12 +9,13 @@ calibration data for the next one.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
 import sqlite3
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,7 +28,7 @@ from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.edit import Edit
 from kernelcast.tools.core.errors import InputError
 from kernelcast.tools.core.legacy_intent import parse_legacy_intent
-from kernelcast.tools.core.measurement import HardwareSpec, Measurement
+from kernelcast.tools.core.measurement import HardwareSpec, Measurement, Provenance
 from kernelcast.tools.core.task import Task
 from kernelcast.tools.store.records import (
     DeviceProbeRecord,
@@ -38,12 +39,12 @@ from kernelcast.tools.store.records import (
     RunRecord,
 )
 
-__all__ = ["DamagedRow", "EventRecord", "ForecastRecord", "InvalidRunId", "MeasuredForecast", "RunRecord",
+__all__ = ["DamagedRow", "EventRecord", "ForecastRecord", "ImportConflict", "InvalidRunId", "MeasuredForecast", "RunRecord",
            "SCHEMA_VERSION", "Store", "StoreError"]
 
 RecordT = TypeVar("RecordT", bound=BaseModel)
 
-SCHEMA_VERSION = 5  # = len(MIGRATIONS); add a step there before changing the schema
+SCHEMA_VERSION = 6  # = len(MIGRATIONS); add a step there before changing the schema
 
 
 def _now() -> str:
@@ -57,6 +58,10 @@ class StoreError(InputError, RuntimeError):
 class DamagedRow(StoreError):
     """One row does not parse (bad JSON, an unknown status: written by hand or by another program); listings
     leave it out and say so, a read of that row is this error."""
+
+
+class ImportConflict(InputError, ValueError):
+    """An import whose rows contradict this store's own live measurements: refused whole, nothing written."""
 
 
 class InvalidRunId(InputError, ValueError):
@@ -148,8 +153,6 @@ class Store:
 
     # ---- tasks and candidates -----------------------------------------------------------
     def upsert_task(self, task: Task) -> None:
-        import hashlib
-
         with self.db.conn:
             self.db.table("tasks").upsert({"name": task.name, "path": str(task.path), "language": task.language,
                                      "spec": task.spec.model_dump_json(by_alias=True),
@@ -160,6 +163,14 @@ class Store:
         """Remember a device's spec so forecasters trained later see the hardware of each measurement."""
         with self.db.conn:
             self.db.table("devices").upsert({"key": spec.key, "spec": spec.model_dump_json(), "updated_at": _now()}, pk="key")
+
+    def add_device_if_unknown(self, spec: HardwareSpec) -> bool:
+        """Remember a device's spec only when this store has none under its key (an import never rewrites what the
+        device itself reported); returns whether it was added."""
+        with self.db.conn:
+            cursor = self.db.execute("insert or ignore into devices (key, spec, updated_at) values (?, ?, ?)",
+                                     [spec.key, spec.model_dump_json(), _now()])
+            return cursor.rowcount > 0
 
     def record_probe_verdict(self, key: str, driver: str, reason: str) -> None:
         """A device's probe verdict ("" = healthy) for this driver version (a new driver is probed again)."""
@@ -198,13 +209,7 @@ class Store:
         """Insert once by content hash (first parent/edits win); returns the hash. The rendered intent is kept
         beside the edits, for listings that show it without rebuilding candidates."""
         with self.db.conn:
-            self.db.table("candidates").insert({
-                "hash": candidate.hash, "task": candidate.task, "source": candidate.source,
-                "global_size": json.dumps(candidate.global_size), "local_size": json.dumps(candidate.local_size),
-                "build_options": json.dumps(candidate.build_options), "params": json.dumps(candidate.params),
-                "parent": candidate.parent, "intent": candidate.intent, "generator": candidate.generator,
-                "origin": candidate.origin, "edits": _edits_json(candidate.edits), "note": candidate.note,
-                "created_at": _now()}, pk="hash", ignore=True)
+            self.db.table("candidates").insert(_candidate_row(candidate, _now()), pk="hash", ignore=True)
         return candidate.hash
 
     def candidate(self, hash_or_prefix: str) -> Candidate | None:
@@ -239,33 +244,67 @@ class Store:
     def add_measurement(self, m: Measurement, run_id: str | None = None) -> int:
         with self.db.conn:
             table = self.db.table("measurements")
-            table.insert({
-                "task": m.task, "candidate_hash": m.candidate_hash, "device": m.device, "sizes": m.sizes,
-                "status": m.status.value, "reason": m.reason, "speedup": m.speedup, "bin": m.bin(),
-                "ref_median_ns": m.reference.median_ns if m.reference else None,
-                "cand_median_ns": m.candidate.median_ns if m.candidate else None,
-                "cand_cv": m.candidate.cv if m.candidate else None, "flags": json.dumps(m.flags),
-                "run_id": run_id, "data": m.model_dump_json(), "created_at": m.created_at, "replayed": int(m.replayed)})
+            table.insert(_measurement_row(m, run_id))
             return int(table.last_pk or 0)
+
+    def replace_recorded(self, task: Task, device: HardwareSpec, rows: list[tuple[Candidate, Measurement]]) -> int:
+        """Store a recording of ``task`` on ``device`` (``recorded`` rows only), replacing an earlier import of the
+        same task and device, in one transaction; the device's record is the recording's (its key names a recorded
+        platform, never a live one). Returns the rows stored."""
+        if any(m.provenance != "recorded" or m.device != device.key for _, m in rows):
+            raise ValueError("replace_recorded stores recorded rows of its device only")
+        now = _now()
+        with self.db.conn:
+            self.db.execute("delete from measurements where provenance = 'recorded' and device = ? and task = ? and "
+                            "json_extract(data, '$.task_fingerprint') = ?", [device.key, task.name, task.fingerprint])
+            self.db.table("devices").upsert({"key": device.key, "spec": device.model_dump_json(), "updated_at": now},
+                                            pk="key")
+            self.db.table("tasks").upsert({"name": task.name, "path": str(task.path), "language": task.language,
+                                           "spec": task.spec.model_dump_json(by_alias=True),
+                                           "source_hash": hashlib.sha256(task.source.encode()).hexdigest()[:16],
+                                           "updated_at": now}, pk="name")
+            unique = {c.hash: c for c, _ in rows}
+            self.db.table("candidates").insert_all(
+                (_candidate_row(c, now) for c in unique.values()), pk="hash", ignore=True, batch_size=500)
+            self.db.table("measurements").insert_all((_measurement_row(m, None) for _, m in rows), batch_size=500)
+        return len(rows)
 
     def measurements(self, task: str | None = None, device: str | None = None, candidate_hash: str | None = None,
                      run_id: str | None = None, sizes: str | None = None,
-                     fingerprint: str | None = None, visible_to: str | None = None) -> list[Measurement]:
+                     fingerprint: str | None = None, visible_to: str | None = None,
+                     provenance: Sequence[Provenance] | None = None) -> list[Measurement]:
         """Measurements matching every filter given; ``fingerprint``: only those measured on the task with
-        that fingerprint (:func:`_on_task`), not another task file of the same name. Replayed rows only in a
-        run's own reads (:func:`_live`), or those of run ``visible_to`` (:func:`_visible`)."""
+        that fingerprint (:func:`_on_task`), not another task file of the same name. Live rows only, except in a
+        run's own reads (:func:`_live`), those of run ``visible_to`` (:func:`_visible`), or rows of the
+        ``provenance`` asked for (e.g. ``("recorded",)``: a replay of an imported recording)."""
         where, args = _where(task=task, device=device, candidate_hash=candidate_hash, run_id=run_id, sizes=sizes)
         on_task, extra = _on_task(fingerprint)
-        live, visible = (_live(run_id), []) if run_id is not None else _visible(visible_to)
+        if provenance is not None:
+            live, visible = _of_provenance(provenance)
+        else:
+            live, visible = (_live(run_id), []) if run_id is not None else _visible(visible_to)
         where = (where or "where 1") + on_task + live
         return [Measurement.model_validate_json(r["data"])
                 for r in self.db.query(f"select data from measurements {where} order by id", [*args, *extra, *visible])]
 
+    def correct_speedups(self, task: str, fingerprint: str, provenance: Sequence[Provenance],
+                         sizes: str = "full") -> list[tuple[str, str, float]]:
+        """(device, candidate hash, speedup) of every correct first-phase row of a task of these provenances, oldest
+        first, read from the columns without parsing rows (tens of thousands for a recorded GPU space)."""
+        kinds, kind_args = _of_provenance(provenance)
+        on_task, extra = _on_task(fingerprint)
+        rows = self.db.execute(
+            "select device, candidate_hash, speedup from measurements where task = ? and sizes = ? and status = "
+            f"'correct' and speedup > 0 and json_extract(data, '$.phase') in ('search', 'verify'){on_task}{kinds} "
+            "order by id", [task, sizes, *extra, *kind_args]).fetchall()
+        return [(str(d), str(h), float(s)) for d, h, s in rows]
+
     def measurement_totals(self, run_id: str) -> tuple[int, float]:
-        """(measurements, device seconds of wall time) of a run: its budget ledger, without parsing rows."""
+        """(measurements, device seconds of wall time) of a run: its budget ledger, without parsing rows (rows it
+        reused from earlier runs cost it nothing)."""
         count, wall_ms = self.db.execute(
-            "select count(*), coalesce(sum(json_extract(data, '$.wall_ms')), 0) from measurements where run_id = ?",
-            [run_id]).fetchone()
+            "select count(*), coalesce(sum(json_extract(data, '$.wall_ms')), 0) from measurements where run_id = ? "
+            "and provenance != 'reused'", [run_id]).fetchone()
         return int(count), float(wall_ms) / 1e3
 
     def latest_measurement(self, candidate_hash: str, device: str, sizes: str = "full",
@@ -277,19 +316,20 @@ class Store:
                                   [candidate_hash, device, sizes, *extra, *visible]))
         return Measurement.model_validate_json(rows[0]["data"]) if rows else None
 
-    def measured_pairs(self, device: str | None = None, sizes: str = "full",
-                       run_id: str | None = None) -> list[tuple[Candidate, Measurement]]:
+    def measured_pairs(self, device: str | None = None, sizes: str = "full", run_id: str | None = None,
+                       provenance: Sequence[Provenance] = ("live",)) -> list[tuple[Candidate, Measurement]]:
         """Every (candidate, latest measurement) pair: the learned forecaster's training data.
 
-        With ``run_id``, only that run's measurements (the latest of each within the run); without, live ones only
-        (:func:`_live`).
+        With ``run_id``, only that run's measurements (the latest of each within the run); without, the rows of
+        ``provenance`` (live ones unless asked: training passes :data:`TRAINING_PROVENANCE`).
         """
         where, args = _where(device=device, sizes=sizes, run_id=run_id, prefix="m.")
-        in_run = "where run_id = ? " if run_id is not None else f"where 1{_live(None)} "
+        kinds, kind_args = _of_provenance(provenance)
+        in_run = "where run_id = ? " if run_id is not None else f"where 1{kinds} "
         latest = (f"m.id in (select max(id) from measurements {in_run}group by candidate_hash, device, sizes, "
                   "json_extract(data, '$.task_fingerprint'))")  # two tasks of one name may share a kernel
         where = f"{where} and {latest}" if where else f"where {latest}"
-        args += [run_id] if run_id is not None else []
+        args += [run_id] if run_id is not None else kind_args
         rows = self.db.query(f"select c.*, m.data as mdata from measurements m join candidates c "
                              f"on c.hash = m.candidate_hash {where} order by m.id", args)
         return [(_row_to_candidate(r), Measurement.model_validate_json(r["mdata"])) for r in rows]
@@ -319,15 +359,17 @@ class Store:
         return {r.candidate_hash: r for r in self.forecasts(run_id=run_id)}
 
     def measured_forecasts(self, forecaster: str | None = None, model: str | None = None, task: str | None = None,
-                           run_id: str | None = None) -> list[MeasuredForecast]:
+                           run_id: str | None = None, include_imported: bool = False) -> list[MeasuredForecast]:
         """Stored forecasts whose candidate has a full-size measurement on the forecast's device, each with
         the latest such measurement's speedup, bin and status (the calibration data): of a run's forecasts
         of one candidate by one model on one device, the last only (a child carried over is forecast again each
-        round, and one measurement must not count once per round); forecasts outside a run, every one."""
+        round, and one measurement must not count once per round); forecasts outside a run, every one. Live
+        measurements only, unless ``include_imported`` (the user asked: imported rows were measured elsewhere)."""
         where, args = _where(forecaster=forecaster, model=model, task=task, run_id=run_id, prefix="f.")
+        kinds = ("live", "imported") if include_imported else ("live",)
         join_cond = ("join measurements m on m.id = (select max(id) from measurements mm where "
                      "mm.candidate_hash = f.candidate_hash and mm.device = f.device and mm.sizes = 'full'"
-                     f"{_live(None, 'mm.')})")
+                     f" and mm.provenance in ({', '.join(repr(k) for k in kinds)}))")
         last = ("(f.run_id is null or f.id in (select max(id) from forecasts where run_id is not null "
                 "group by run_id, candidate_hash, device, forecaster, model))")
         where = f"{where} and {last}" if where else f"where {last}"
@@ -448,32 +490,58 @@ class Store:
         import gzip
 
         pairs, devices = [], {}
-        with gzip.open(path, "rt") as fh:
-            for line in fh:
-                row = json.loads(line)
-                cand = Candidate.model_validate(row["candidate"])
-                # identities are recomputed: a file written before the hash changed (e.g. preprocessing
-                # joined the identity) must still join its measurements to its candidates
-                m = Measurement.model_validate(row["measurement"]).model_copy(update={"candidate_hash": cand.hash})
-                pairs.append((cand, m))
-                if row.get("device"):
-                    devices[m.device] = HardwareSpec.model_validate(row["device"])
+        number = 0
+        try:
+            with gzip.open(path, "rt") as fh:
+                for line in fh:
+                    number += 1
+                    row = json.loads(line)
+                    cand = Candidate.model_validate(row["candidate"])
+                    # identities are recomputed: a file written before the hash changed (e.g. preprocessing
+                    # joined the identity) must still join its measurements to its candidates
+                    m = Measurement.model_validate(row["measurement"]).model_copy(update={"candidate_hash": cand.hash})
+                    pairs.append((cand, m))
+                    if row.get("device"):
+                        devices[m.device] = HardwareSpec.model_validate(row["device"])
+        except (OSError, EOFError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            where = f" line {number}" if number else ""
+            problem = " ".join(str(exc).split())[:160] or type(exc).__name__
+            raise InputError(f"{path}{where}: not a dataset written by `kernelcast dataset export` ({problem})") from None
         return pairs, devices
 
     def import_pairs(self, path: str | Path) -> int:
-        """Load an exported dataset; pairs already present (same candidate, device, time) are skipped."""
+        """Load an exported dataset as ``imported`` rows (training data, never "already measured", calibration or
+        trust); pairs already present (same candidate, device, time) are skipped. A device this store knows keeps
+        its own spec. Refused whole (:class:`ImportConflict`, nothing written) when a pair contradicts this
+        store's live measurement of the same candidate on the same device, task and sizes."""
         pairs, devices = self.read_pairs(path)
-        for spec in devices.values():
-            self.upsert_device(spec)
-        have = {(m.candidate_hash, m.device, m.created_at) for m in self.measurements()}
+        conflict = self._contradiction(pairs)
+        if conflict is not None:
+            raise ImportConflict(f"{path}: not imported: {conflict}")
+        have = {(m.candidate_hash, m.device, m.created_at)
+                for m in self.measurements(provenance=("live", "imported"))}
         added = 0
+        for spec in devices.values():
+            self.add_device_if_unknown(spec)
         for cand, m in pairs:
             if (m.candidate_hash, m.device, m.created_at) in have:
                 continue
             self.add_candidate(cand)
-            self.add_measurement(m)
+            self.add_measurement(m.model_copy(update={"provenance": "imported"}))
             added += 1
         return added
+
+    def _contradiction(self, pairs: list[tuple[Candidate, Measurement]]) -> str | None:
+        """The first imported pair that this store's own live measurements refute, said in one line, or None."""
+        for _, m in pairs:
+            own = self.latest_measurement(m.candidate_hash, m.device, m.sizes, fingerprint=m.task_fingerprint)
+            if own is None or own.created_at == m.created_at:
+                continue  # nothing measured here, or the very row (a store's own export read back)
+            why = contradicts(m, own)
+            if why:
+                return (f"candidate {m.candidate_hash[:12]} of task {m.task} on {m.device}: the file says {why}, "
+                        f"this device measured {_said(own)}")
+        return None
 
     def integrity_ok(self) -> bool:
         return self.db.execute("pragma integrity_check").fetchone()[0] == "ok"
@@ -554,10 +622,10 @@ def _parsed(model: type[RecordT], row: Any) -> RecordT | None:
 
 
 def _live(run_id: str | None, prefix: str = "") -> str:
-    """An SQL condition (" and ...", to append) keeping live measurements, not replayed ones
-    (``Measurement.replayed``), unless the read is one run's own (``run_id`` given): a replay run reads back what
-    it replayed; the "already measured" sets, noise floor, training, measured points and datasets never do."""
-    return "" if run_id is not None else f" and {prefix}replayed = 0"
+    """An SQL condition (" and ...", to append) keeping live measurements (``Measurement.provenance``), unless the
+    read is one run's own (``run_id`` given): a replay run reads back what it replayed; the "already measured"
+    sets, noise floor, calibration, measured points and datasets never see replayed, imported or recorded rows."""
+    return "" if run_id is not None else f" and {prefix}provenance = 'live'"
 
 
 def _visible(visible_to: str | None, prefix: str = "") -> tuple[str, list[str]]:
@@ -565,7 +633,39 @@ def _visible(visible_to: str | None, prefix: str = "") -> tuple[str, list[str]]:
     run's generator knows what its own replay measured, as the recorded run's generator knew it was measured."""
     if visible_to is None:
         return _live(None, prefix), []
-    return f" and ({prefix}replayed = 0 or {prefix}run_id = ?)", [visible_to]
+    return f" and ({prefix}provenance = 'live' or {prefix}run_id = ?)", [visible_to]
+
+
+def _of_provenance(kinds: Sequence[Provenance], prefix: str = "") -> tuple[str, list[str]]:
+    """(SQL condition, its arguments) keeping the rows of these provenances, whatever run they belong to."""
+    if not kinds:
+        raise ValueError("name at least one provenance")
+    return f" and {prefix}provenance in ({', '.join('?' for _ in kinds)})", list(kinds)
+
+
+#: What the learned forecaster trains on: this store's own measurements and datasets imported for the purpose
+#: (``kernelcast dataset import``); never replayed rows, and recorded ones only through a forecaster that asks.
+TRAINING_PROVENANCE: tuple[Provenance, ...] = ("live", "imported")
+
+#: An imported speedup this many times off the device's own live measurement of the same candidate contradicts it
+#: (a busy CPU moved one kernel's speedup 2x between runs: NOTES.md; a forged 0.02x against 1x is 50x).
+CONTRADICTION_FACTOR = 3.0
+
+
+def contradicts(theirs: Measurement, own: Measurement) -> str:
+    """What ``theirs`` claims that ``own`` (a live measurement of the same candidate) refutes, or "": correct
+    against failed either way, or speedups more than :data:`CONTRADICTION_FACTOR` apart."""
+    if theirs.ok != own.ok:
+        return _said(theirs)
+    if theirs.ok and own.ok and theirs.speedup and own.speedup:
+        ratio = theirs.speedup / own.speedup
+        if not 1 / CONTRADICTION_FACTOR <= ratio <= CONTRADICTION_FACTOR:
+            return _said(theirs)
+    return ""
+
+
+def _said(m: Measurement) -> str:
+    return f"{m.speedup:.3g}x" if m.ok and m.speedup else m.status.value
 
 
 def _row_to_candidate(row: dict[str, Any]) -> Candidate:
@@ -573,6 +673,25 @@ def _row_to_candidate(row: dict[str, Any]) -> Candidate:
                      local_size=json.loads(row["local_size"]), build_options=json.loads(row["build_options"]),
                      params=json.loads(row["params"]), parent=row["parent"], origin=row["origin"] or "written",
                      edits=json.loads(row["edits"] or "[]"), note=row["note"] or "", generator=row["generator"] or "")
+
+
+def _candidate_row(candidate: Candidate, now: str) -> dict[str, Any]:
+    return {"hash": candidate.hash, "task": candidate.task, "source": candidate.source,
+            "global_size": json.dumps(candidate.global_size), "local_size": json.dumps(candidate.local_size),
+            "build_options": json.dumps(candidate.build_options), "params": json.dumps(candidate.params),
+            "parent": candidate.parent, "intent": candidate.intent, "generator": candidate.generator,
+            "origin": candidate.origin, "edits": _edits_json(candidate.edits), "note": candidate.note,
+            "created_at": now}
+
+
+def _measurement_row(m: Measurement, run_id: str | None) -> dict[str, Any]:
+    return {"task": m.task, "candidate_hash": m.candidate_hash, "device": m.device, "sizes": m.sizes,
+            "status": m.status.value, "reason": m.reason, "speedup": m.speedup, "bin": m.bin(),
+            "ref_median_ns": m.reference.median_ns if m.reference else None,
+            "cand_median_ns": m.candidate.median_ns if m.candidate else None,
+            "cand_cv": m.candidate.cv if m.candidate else None, "flags": json.dumps(m.flags),
+            "run_id": run_id, "data": m.model_dump_json(exclude_none=False), "created_at": m.created_at,
+            "replayed": int(m.replayed), "provenance": m.provenance}
 
 
 def _edits_json(edits: list[Edit]) -> str:
@@ -644,6 +763,18 @@ def _v5_candidate_edits(db: sqlite_utils.Database) -> None:
                    [old["origin"], _edits_json(old["edits"]), old["note"], key])
 
 
+def _v6_measurement_provenance(db: sqlite_utils.Database) -> None:
+    """Where each measurement's numbers come from (``Measurement.provenance``: live, replayed, imported, recorded),
+    one concept in place of the v4 ``replayed`` flag (kept, written in step, for older readers). Older rows read
+    from that flag: replayed ones as such, every other as live (rows imported before this version were stored as
+    live and cannot be told apart)."""
+    table = db.table("measurements")
+    if "provenance" not in table.columns_dict:
+        table.add_column("provenance", str, not_null_default="live")
+    db.execute("update measurements set provenance = 'replayed' where replayed = 1")
+    table.create_index(["provenance"], if_not_exists=True)
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1_base, _v2_probes_and_run_owners,
                                                              _v3_run_calibration_group, _v4_replayed_measurements,
-                                                             _v5_candidate_edits]
+                                                             _v5_candidate_edits, _v6_measurement_provenance]

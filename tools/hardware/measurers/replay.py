@@ -1,21 +1,40 @@
-"""Measurement without hardware: answers from a store's measurements, as Kernel Tuner's simulation mode does."""
+"""Measurement without hardware: answers from a store's measurements, as Kernel Tuner's simulation mode does.
+
+Two kinds of rows answer: a store's live measurements (a recorded search replayed exactly) and recorded ones
+(``kernelcast import kernel-tuner``: a device kernelcast never ran on), whose every repetition is kept, so each
+answer is a fresh draw: the medians of a bootstrap resample of the candidate's and the reference's recorded times.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from kernelcast.tools.core.candidate import Candidate
-from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig, Measurement, Status
+from kernelcast.tools.core.measurement import (
+    HardwareSpec,
+    MeasureConfig,
+    Measurement,
+    Provenance,
+    Status,
+    TimingStats,
+    speedup_interval,
+)
 from kernelcast.tools.core.task import Task
+from kernelcast.tools.hardware.gpu_specs import RECORDED_PLATFORM
 from kernelcast.tools.hardware.measurers.base import MeasurerError, ScheduledMeasurer, Scheduler, Slot
 
 if TYPE_CHECKING:
     from kernelcast.tools.store.store import Store
 
 REPLAY_MISSING_FLAG = "not_in_replay_store"
+#: the rows a replay answers from: a store's own measurements, or a device's recording
+ANSWERING: tuple[Provenance, ...] = ("live", "recorded")
 
 
 class ReplaySlot(Slot):
@@ -58,7 +77,7 @@ class ReplayMeasurer(ScheduledMeasurer):
     simulated = True
 
     def __init__(self, store: Store, backend: str, device: str | None = None, parallel: int = 1,
-                 latency: bool = False) -> None:
+                 latency: bool = False, noise_seed: int = 0) -> None:
         if parallel < 1:
             raise MeasurerError(f"parallel must be at least 1 (got {parallel})")
         self.backend = backend
@@ -66,6 +85,11 @@ class ReplayMeasurer(ScheduledMeasurer):
         self.spec = resolve_stored_device(store, backend, device)
         self.latency = latency
         self.parallel = parallel
+        self.noise_seed = noise_seed
+        self._draws: dict[str, int] = {}  # answers given per candidate: each recorded answer is a new draw
+        # the answering rows per (task, sizes): they never change under a replay (it writes replayed rows only,
+        # which it never reads), and parsing a recorded space's rows took seconds a round
+        self._stored: dict[tuple[str, str], dict[str, Measurement]] = {}
         self._scheduler: Scheduler | None = None
         self._round: dict[str, Measurement] | None = None
 
@@ -85,11 +109,16 @@ class ReplayMeasurer(ScheduledMeasurer):
     def stored(self, task: Task, sizes: str) -> dict[str, Measurement]:
         """The latest stored measurement of each candidate of ``task`` on this device at ``sizes`` (one query):
         live rows only (the store's reads outside a run), so a replay never answers with an earlier replay's."""
-        rows = self.store.measurements(task=task.name, device=self.spec.key, sizes=sizes, fingerprint=task.fingerprint)
+        key = (task.fingerprint, sizes)
+        if key in self._stored:
+            return self._stored[key]
+        rows = self.store.measurements(task=task.name, device=self.spec.key, sizes=sizes, fingerprint=task.fingerprint,
+                                       provenance=ANSWERING)
         # a search's answer is its first-phase measurement, never a later confirmation of the same kernel (the
         # confirmation re-measures the winner with more repetitions; replaying it earlier would change decisions)
         answers = {m.candidate_hash: m for m in rows if m.phase not in ("search", "verify")}
         answers.update({m.candidate_hash: m for m in rows if m.phase in ("search", "verify")})
+        self._stored[key] = answers
         return answers
 
     def lookup(self, task: Task, candidate: Candidate, config: MeasureConfig) -> Measurement:
@@ -97,23 +126,51 @@ class ReplayMeasurer(ScheduledMeasurer):
         either marked ``replayed``: a stored number is not a live measurement, and a store keeps it apart."""
         answers = self._round if self._round is not None else self.stored(task, config.sizes)
         found = answers.get(candidate.hash)
+        if found is not None and found.provenance == "recorded":
+            return self.draw(found, answers.get(task.reference().hash))
         if found is not None:
-            return found.model_copy(update={"replayed": True})
+            return found.model_copy(update={"provenance": "replayed"})
         return Measurement(task=task.name, task_fingerprint=task.fingerprint, candidate_hash=candidate.hash,
                            device=self.spec.key, sizes=config.sizes, status=Status.invalid, flags=[REPLAY_MISSING_FLAG],
-                           seeds=list(config.seeds), wall_ms=0.0, replayed=True,
+                           seeds=list(config.seeds), wall_ms=0.0, provenance="replayed",
                            reason=f"replay: candidate {candidate.short} of task {task.name} was never measured on "
                                   f"{self.spec.key} at sizes {config.sizes!r}; a replay can only answer stored "
                                   "measurements")
 
+    def draw(self, row: Measurement, reference: Measurement | None) -> Measurement:
+        """A recorded row answered with noise: the medians of a bootstrap resample of its recorded times and of the
+        reference's (the reference row's own recorded times, else the reference summary the row carries), so a
+        kernel measured twice reads differently, by as much as its recorded spread allows."""
+        n = self._draws.get(row.candidate_hash, 0)
+        self._draws[row.candidate_hash] = n + 1
+        answer = row.model_copy(update={"provenance": "replayed"})
+        cand = row.candidate.samples_ns if row.candidate is not None else None
+        ref_stats = reference.candidate if reference is not None and reference.ok else row.reference
+        ref = ref_stats.samples_ns if ref_stats is not None else None
+        if not row.ok or not cand or not ref:
+            return answer
+        key = f"{self.noise_seed}:{self.spec.key}:{row.candidate_hash}:{n}".encode()
+        rng = np.random.default_rng(int.from_bytes(hashlib.sha256(key).digest()[:8], "little"))
+        cand_draw = rng.choice(np.asarray(cand), size=len(cand)).tolist()
+        ref_draw = rng.choice(np.asarray(ref), size=len(ref)).tolist()
+        cand_t, ref_t = TimingStats.from_samples(cand_draw), TimingStats.from_samples(ref_draw)
+        return answer.model_copy(update={
+            "candidate": cand_t, "reference": ref_t, "speedup": ref_t.median_ns / cand_t.median_ns,
+            "speedup_ci": speedup_interval(ref_draw, cand_draw, resamples=200, seed=n)})
+
     def build(self, task: Task, candidate: Candidate, timeout_s: float = 60.0) -> tuple[str, str]:
         """The stored verdict: compile errors as stored, "ok" otherwise.
 
-        A candidate never measured is "ok" too: the stored search compiled it (or it would not have been a
-        candidate), and a replay must propose what the stored search proposed to reproduce its decisions; if it
-        is then chosen for measurement, :meth:`lookup` answers that it was never measured."""
+        A candidate never measured is "ok" too on a live device: the stored search compiled it (or it would not
+        have been a candidate), and a replay must propose what the stored search proposed to reproduce its
+        decisions; if it is then chosen for measurement, :meth:`lookup` answers that it was never measured. On a
+        recorded device (``kernelcast import kernel-tuner``) nothing outside the recording can ever be answered,
+        so it does not build: the generator proposes the recorded space only."""
         found = self.store.measurements(task=task.name, device=self.spec.key, candidate_hash=candidate.hash,
-                                        fingerprint=task.fingerprint)
+                                        fingerprint=task.fingerprint, provenance=ANSWERING)
+        if not found and self.spec.platform == RECORDED_PLATFORM:
+            return Status.compile_error.value, (f"not in the recording of {self.spec.name}: a recorded device "
+                                                "answers its recorded configurations only")
         if not found:
             return "ok", ""
         last = found[-1]
