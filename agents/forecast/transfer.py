@@ -26,11 +26,12 @@ from kernelcast.agents.forecast.base import Forecast, Forecaster, Provenance
 from kernelcast.agents.forecast.distributions import lognormal_bins
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement
+from kernelcast.tools.core.measurement import Provenance as RowProvenance
 from kernelcast.tools.core.task import Task
 from kernelcast.tools.store.store import Store
 
 NAME = "transfer"
-SOURCES = ("live", "recorded", "imported")  # whose rows speak for other devices
+SOURCES: tuple[RowProvenance, ...] = ("live", "recorded", "imported")  # whose rows speak for other devices
 BASE_SD = 0.15  # ln S sd of a forecast from an identical device (run-to-run noise, recording age)
 SD_PER_DISTANCE = 0.25  # added per unit of device distance (another vendor is 1.5 units away, see device_distance)
 AGREEMENT_GAIN = 3.0  # how strongly a source's rank agreement with the target's measurements reweighs it
