@@ -102,7 +102,7 @@ def main() -> None:
               f"kernelcast.Session(session=...))")
         return
     best = done.result
-    print(best.answer.text())  # the reference at 1.0x unless a candidate beats it significantly
+    print(f"answer: {best.answer.text()}")  # the reference at 1.0x unless a candidate beats it significantly
     print(f"spent {best.spent} of {best.budget} measurements on {best.considered} candidates")
     print(f"report: {done.report}")
 

@@ -240,7 +240,7 @@ def test_replay_reproduces_stored_measurements_exactly(task: Task, candidates: l
         results = list(replay.measure_many(task, candidates, SMALL))
     assert sorted(c.hash for c, _ in results) == sorted(c.hash for c in candidates)
     for cand, m in results:  # the stored measurement, marked as replayed (the store keeps it apart from live rows)
-        assert m == local_results[cand.hash].model_copy(update={"replayed": True})
+        assert m == local_results[cand.hash].model_copy(update={"provenance": "replayed"})
 
 
 def test_replay_reports_a_candidate_it_never_saw(task: Task, store: Store) -> None:
@@ -271,7 +271,7 @@ def test_replay_with_latency_waits_each_stored_device_time(task: Task, candidate
         start = time.perf_counter()
         m = replay.measure(task, slowest, SMALL)
         elapsed_ms = (time.perf_counter() - start) * 1e3
-    assert m == local_results[slowest.hash].model_copy(update={"replayed": True})
+    assert m == local_results[slowest.hash].model_copy(update={"provenance": "replayed"})
     assert elapsed_ms >= (m.wall_ms or 0.0)
 
 

@@ -75,5 +75,5 @@ def test_agent_session_example_with_the_llm_generator(tmp_path: Path) -> None:
     assert " measured: measured correct" in out, out
     refused = next(line for line in out.splitlines() if "refused: " in line)  # round 2: the parent is unchanged,
     assert "no valid candidate" in refused and "compile_error" in refused, out  # the broken one still broken
-    assert "confirmed best: " in out and Path(out.split("report: ")[1].strip()).is_file(), out
+    assert "answer: " in out and Path(out.split("report: ")[1].strip()).is_file(), out
 
