@@ -143,7 +143,7 @@ def protection_cost(points: str, device: str | None, pairs: int) -> list[tuple[s
     in-process harness with them on and off, in alternation so drifting load hits both alike. Per point: whether
     the kernels use work-group memory (so the scrub runs), the median wall time per measurement on and off, and
     the speedup on and off. Off means buffers in plain device memory with 4 KiB guards and no scrub."""
-    from kernelcast.tools.hardware.backends import base as backend_base
+    from kernelcast.tools.hardware.backends import opencl as opencl_backend
 
     fixed = MeasureConfig(sizes="full", min_reps=20, max_reps=20, target_seconds=0.0, remeasure=False)
     rows = []
@@ -158,14 +158,14 @@ def protection_cost(points: str, device: str | None, pairs: int) -> list[tuple[s
             h.measure(task, cand, fixed)  # warm: compile, inputs, reference outputs
         wall: dict[bool, list[float]] = {True: [], False: []}
         speed: dict[bool, list[float]] = {True: [], False: []}
-        original = backend_base.guard_bytes_for
+        original = opencl_backend.guard_bytes_for  # the name the OpenCL runner calls
         for i in range(max(2, pairs)):
             for on in ((True, False) if i % 2 == 0 else (False, True)):
-                backend_base.guard_bytes_for = original if on else (lambda nbytes: backend_base.GUARD_BYTES)
+                opencl_backend.guard_bytes_for = original if on else (lambda nbytes: opencl_backend.GUARD_BYTES)
                 m = harnesses[on].measure(task, cand, fixed)
                 wall[on].append(m.wall_ms or 0.0)
                 speed[on].append(m.speedup or 0.0)
-        backend_base.guard_bytes_for = original
+        opencl_backend.guard_bytes_for = original
         kernel, _, _ = runners[True].build(cand.source, task.spec.entry, cand.build_options)
         scrubbed = runners[True].local_memory_scrub([kernel]) is not None
         rows.append((f"{task_name} {params}", scrubbed, statistics.median(wall[True]), statistics.median(wall[False]),
