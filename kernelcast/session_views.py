@@ -148,21 +148,27 @@ class Suggestions(BaseModel):
         return "\n".join([head, *(p.text() for p in self.parents)])
 
 
-class SubmitOutput(BaseModel):
-    session: str
-    parent: str
-    results: list[CandidateResult]
-    spent: int
-    budget: int
-    measurements_left: int
+class Delivered(BaseModel):
+    """What a session delivers now, one rule for every view of it (``answer_of``): the fields a submission's result
+    and a session's status share."""
+
     best_speedup: float | None = Field(default=None, description="the answer's speedup: 1.0 while the reference is "
                                                                  "the answer")
     best: ShownSpeedup | None = Field(default=None, description="the delivered candidate (best_speedup is its speedup), "
                                                                 "confirmed or labelled a first measurement; None while "
                                                                 "the reference is the answer (answer.candidate names "
                                                                 "the best measured one)")
-    answer: Answer | None = Field(default=None, description="what the session delivers now: the reference at 1.0x "
-                                                            "until a candidate beats it significantly")
+    answer: Answer | None = Field(default=None, description="what the session delivers: the reference at 1.0x "
+                                                            "unless a candidate beats it significantly")
+
+
+class SubmitOutput(Delivered):
+    session: str
+    parent: str
+    results: list[CandidateResult]
+    spent: int
+    budget: int
+    measurements_left: int
 
     def text(self) -> str:
         counts: dict[str, int] = {}
@@ -176,7 +182,7 @@ class SubmitOutput(BaseModel):
         return "\n".join([head, *(r.text() for r in self.results)])
 
 
-class SessionStatus(BaseModel):
+class SessionStatus(Delivered):
     session: str
     task: str
     device: str
@@ -188,14 +194,6 @@ class SessionStatus(BaseModel):
     submissions: int
     counts: dict[str, int] = Field(description="tree nodes by outcome (the root included)")
     best_hash: str | None = Field(default=None, description="the delivered candidate's hash (None: the reference)")
-    best_speedup: float | None = Field(default=None, description="the answer's speedup: 1.0 while the reference is "
-                                                                 "the answer")
-    best: ShownSpeedup | None = Field(default=None, description="the delivered candidate (best_speedup is its speedup), "
-                                                                "confirmed or labelled a first measurement; None while "
-                                                                "the reference is the answer (answer.candidate names "
-                                                                "the best measured one)")
-    answer: Answer | None = Field(default=None, description="what the session delivers: the reference at 1.0x "
-                                                            "unless a candidate beats it significantly")
     parent: str | None = Field(default=None, description="the parent the search selected next (while awaiting)")
     last_round: list[CandidateResult] = Field(default_factory=list, description="the last submission's results")
     folder: str = ""
