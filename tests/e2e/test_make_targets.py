@@ -5,6 +5,7 @@ point would install, without installing anything."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,8 +18,11 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make
 
 
 def plan(target: str, venv: Path) -> str:
-    done = subprocess.run(["make", "-n", target, f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60)
+    # CI runs this suite from `make test`: a nested make inherits MAKEFLAGS and MAKELEVEL and would print
+    # "Entering directory" lines around the plan, so it is read as a top-level make would print it.
+    env = {name: value for name, value in os.environ.items() if name not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    done = subprocess.run(["make", "--no-print-directory", "-n", target, f"VENV={venv}"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
