@@ -84,6 +84,27 @@ def test_missing_source_and_entry(tmp_path: Path) -> None:
         load_task(write_task(tmp_path, GOOD, kernel=KERNEL.replace("scale", "other")))
 
 
+TUNABLE = ("__kernel void scale(__global float *x, const int n) "
+           "{ int i = get_global_id(0); if (i < n) x[i] *= (float)FACTOR; }")
+
+
+def test_a_task_without_source_takes_its_template_default_point_as_the_reference(tmp_path: Path) -> None:
+    toml = GOOD.replace('source = "k.cl"\n', "") + (
+        '[template]\nsource = "t.cl"\ndefault = { FACTOR = 2 }\n[template.params]\nFACTOR = [1, 2, 4]\n')
+    (tmp_path / "t.cl").write_text(TUNABLE)
+    task = load_task(write_task(tmp_path, toml, kernel=None))
+    assert task.source == task.instantiate({"FACTOR": 2}).source  # one text, so one identity
+    assert task.source.startswith("#define FACTOR 2\n") and task.template_source == TUNABLE
+
+
+def test_a_task_without_source_or_template_default_is_refused_in_one_line(tmp_path: Path) -> None:
+    for extra in ("", '[template]\nsource = "t.cl"\n[template.params]\nFACTOR = [1, 2]\n'):
+        (tmp_path / "t.cl").write_text(TUNABLE)
+        with pytest.raises(TaskError, match="field 'source' is missing: name the reference kernel's file") as err:
+            load_task(write_task(tmp_path, GOOD.replace('source = "k.cl"\n', "") + extra, kernel=None))
+        assert "\n" not in str(err.value)
+
+
 def test_unknown_task_lists_builtins() -> None:
     with pytest.raises(TaskError, match="unknown task 'no_such_task'.*saxpy"):
         resolve_task("no_such_task")

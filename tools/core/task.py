@@ -193,7 +193,7 @@ class TaskSpec(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_\-]+$")
     description: str = ""
     language: LanguageName
-    source: str
+    source: str | None = None  # omitted: the reference is the template's source at its default point
     entry: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     args: list[Arg] = Field(min_length=1)
     sizes: dict[str, StrictInt]  # strict: TOML's true is no size (lax pydantic reads it as 1)
@@ -225,6 +225,10 @@ class TaskSpec(_Strict):
             problems += [f"names {', '.join(extra)}, which [sizes] does not define"
                          + did_you_mean(extra[0], [k for k in self.sizes if k not in self.small_sizes])] if extra else []
             raise ValueError(f"[small_sizes] {'; it '.join(problems)}")
+        if self.source is None and (self.template is None or self.template.source is None
+                                    or self.template.default is None):
+            raise ValueError("field 'source' is missing: name the reference kernel's file, or give a [template] "
+                             "with its own source and a default point (the reference is then that point)")
         known = set(self.sizes)
         for i, arg in enumerate(self.args):
             exprs = arg.shape if isinstance(arg, (BufferArg, LocalArg)) else [arg.value]
@@ -431,7 +435,7 @@ class Task:
             raise TaskError(f"task {self.name!r} has no tunable template")
         if not self.is_valid_point(params):
             raise TaskError(f"task {self.name!r}: {params} is not a valid template point")
-        defines = "".join(f"#define {k} {v}\n" for k, v in sorted(params.items()))
+        defines = point_defines(params)
         launch = self.template_launch
         return Candidate(
             task=self.name,
@@ -443,6 +447,11 @@ class Task:
             parent=parent,
             generator=generator,
         )
+
+
+def point_defines(params: dict[str, Any]) -> str:
+    """A template point as the ``#define`` lines prepended to the template's source, in name order."""
+    return "".join(f"#define {k} {v}\n" for k, v in sorted(params.items()))
 
 
 def template_point(params: dict[str, Any], label: str | None = None) -> Edit:
@@ -502,11 +511,16 @@ def load_task(path: str | Path) -> Task:
         spec = TaskSpec.model_validate(raw)
     except ValidationError as exc:
         raise TaskError(f"{path}: {'; '.join(plain_errors(exc, raw, TaskSpec))}") from None
-    source = _read_source(path, spec.source, "source")
     template_source = None
-    if spec.template is not None:  # no template source: the task's own kernel, tuned as it is
-        template_source = (source if spec.template.source is None
-                           else _read_source(path, spec.template.source, "template.source"))
+    if spec.template is not None and spec.template.source is not None:
+        template_source = _read_source(path, spec.template.source, "template.source")
+    if spec.source is not None:
+        source = _read_source(path, spec.source, "source")
+    else:  # the validator saw a template source and a default point: the reference is that point
+        assert spec.template is not None and spec.template.default is not None and template_source is not None
+        source = point_defines(spec.template.default) + template_source
+    if spec.template is not None and template_source is None:  # the task's own kernel, tuned as it is
+        template_source = source
     task = Task(spec, path, source, template_source)
     _check_expressions(task)
     reference = _check_arguments(task)
@@ -694,7 +708,7 @@ def _check_arguments(task: Task) -> list[KernelParam]:
     try:
         params = kernel_params(task.source, spec.entry, task.language)
     except KernelSignatureError as exc:
-        raise TaskError(f"{where}: field 'entry': {exc} in {spec.source}") from None
+        raise TaskError(f"{where}: field 'entry': {exc} in {spec.source or 'the template at its default point'}") from None
     if len(params) != len(spec.args):
         missing = [p.name or f"#{i}" for i, p in enumerate(params)][len(spec.args):]
         extra = [a.name for a in spec.args][len(params):]
@@ -759,7 +773,7 @@ def _check_template(task: Task, reference: list[KernelParam]) -> None:
         point = next(task.iter_space(), None)
     if point is None:
         return  # an empty space: nothing to instantiate (shown as 0 valid points)
-    source = "".join(f"#define {k} {v}\n" for k, v in sorted(point.items())) + (task.template_source or "")
+    source = point_defines(point) + (task.template_source or "")
     try:
         params = kernel_params(source, task.spec.entry, task.language)
     except KernelSignatureError as exc:
