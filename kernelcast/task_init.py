@@ -308,14 +308,16 @@ def write_task(name: str, source: Path, entry: str | None = None, out: Path | No
 
 
 def _is_task_file(path: Path) -> bool:
-    """A regular file of TOML naming a source and an entry (what ``--force`` may replace)."""
+    """A regular file of TOML naming an entry and a source, or a template in its stead (what ``--force`` may
+    replace)."""
     try:
         if not path.is_file() or path.stat().st_size > MAX_TASK_FILE_BYTES:
             return False
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return False
-    return isinstance(raw.get("source"), str) and isinstance(raw.get("entry"), str)
+    names_source = isinstance(raw.get("source"), str) or isinstance(raw.get("template"), dict)
+    return names_source and isinstance(raw.get("entry"), str)
 
 
 def missing(raw: dict[str, Any]) -> list[tuple[str, str]]:
