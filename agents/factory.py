@@ -95,16 +95,17 @@ def learned_forecaster(store: "Store | None", device: str | None, exclude_task: 
     from kernelcast.agents.forecast.device_probe import device_bandwidth
     from kernelcast.agents.forecast.features import device_similarity
     from kernelcast.agents.forecast.learned import LearnedForecaster, task_lookup, training_set
-    from kernelcast.tools.store.store import TRAINING_PROVENANCE, Store
+    from kernelcast.tools.store.pairs import read_pairs
+    from kernelcast.tools.store.store import TRAINING_PROVENANCE
 
-    pairs = store.measured_pairs(sizes="full", provenance=TRAINING_PROVENANCE) if store is not None else []
-    devices = store.devices() if store is not None else {}
+    pairs = store.ledger.measured_pairs(sizes="full", provenance=TRAINING_PROVENANCE) if store is not None else []
+    devices = store.devices.all() if store is not None else {}
     local = worker.hardware_spec() if worker is not None else None
     if local is not None:
         devices = {**devices, local.key: local}
     seeded = False
     if seed_path.exists():
-        seed_pairs, seed_devices = foreign_seed(*Store.read_pairs(seed_path), devices)
+        seed_pairs, seed_devices = foreign_seed(*read_pairs(seed_path), devices)
         seed_pairs = measured_on_builtins(seed_pairs)
         known = {(m.candidate_hash, m.device) for _, m in pairs}
         extra = [(c, m) for c, m in seed_pairs if (m.candidate_hash, m.device) not in known]

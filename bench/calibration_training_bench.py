@@ -127,9 +127,9 @@ def main() -> None:
 
     blend_store = Store(work / "train_pairs.db")  # the blended forecaster learns the training tasks only
     for row in read_jsonl(work / "data" / "train.jsonl"):
-        blend_store.upsert_device(row.hardware)
-        blend_store.add_candidate(row.candidate)
-        blend_store.add_measurement(row.measurement.model_copy(update={"candidate_hash": row.candidate.hash}))
+        blend_store.devices.upsert(row.hardware)
+        blend_store.candidates.add(row.candidate)
+        blend_store.ledger.add(row.measurement.model_copy(update={"candidate_hash": row.candidate.hash}))
     blended = learned_forecaster(blend_store, held[0].device, seed_path=work / "no-seed.jsonl.gz")
     rows.append((evaluate_forecaster("blended (training tasks)", blended, held, lookup), "-", None))
     rows.append((evaluate_forecaster("uniform", UninformativeForecaster(), held, lookup), "-", None))

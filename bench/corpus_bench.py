@@ -162,9 +162,9 @@ def run_router(task: Task, router: str, budget: int, seed: int, sizes: str, out:
                        forecaster="learned")
     result = start_run(config, store, RunEnv(home))
     families: dict[str, int] = {}
-    for m in store.measurements(run_id=result.run_id):
+    for m in store.ledger.find(run_id=result.run_id):
         if m.phase not in ("confirm", "noise"):
-            name = family_of(store.candidate(m.candidate_hash))
+            name = family_of(store.candidates.get(m.candidate_hash))
             families[name] = families.get(name, 0) + 1
     interval = tuple(result.best_interval) if result.best_interval else None
     roofline = result.roofline.text if result.roofline else ""
@@ -300,7 +300,7 @@ def main() -> int:
                     for router in (r for r in ROUTERS if r in arms):
                         row.arms[router], stores[router] = run_router(task, router, budget, seed, args.sizes, out)
                     if RANDOM in arms:
-                        pool = [c for c in stores["selective"].candidates(task.name) if c.generator != "reference"]
+                        pool = [c for c in stores["selective"].candidates.of_task(task.name) if c.generator != "reference"]
                         row.arms[RANDOM] = random_order(task, pool, budget, seed, args.sizes, worker)
                     for store in stores.values():
                         store.close()

@@ -138,10 +138,10 @@ def measure_all_stores(out: Path, held: dict[str, Path]) -> dict[str, list[Path]
 
 def store_labels(store: Store, name: str) -> tuple[dict[str, Label], set[str]]:
     """One store's labels of ``name``'s proposed candidates (the reference left out) and the hashes measured."""
-    proposed = {c.hash: c for c in store.candidates(name) if c.generator != "reference"}
+    proposed = {c.hash: c for c in store.candidates.of_task(name) if c.generator != "reference"}
     labels: dict[str, Label] = {}
     tried: set[str] = set()
-    for m in store.measurements(task=name):
+    for m in store.ledger.find(task=name):
         if m.phase in SKIPPED_PHASES or m.candidate_hash not in proposed:
             continue
         tried.add(m.candidate_hash)
@@ -177,7 +177,7 @@ def measured_task(kernel: Kernel, held: dict[str, Path]) -> Task:
     for path in kernel.stores:
         store = Store(path, read_only=True)
         try:
-            recorded = store.task_paths()
+            recorded = store.tasks.paths()
         finally:
             store.close()
         if kernel.name in recorded:
@@ -198,7 +198,7 @@ def measured_task(kernel: Kernel, held: dict[str, Path]) -> Task:
 def seed_forecaster(store: Store, kernel: Kernel, held: dict[str, Path]) -> tuple[BlendedForecaster, HardwareSpec]:
     """The forecaster a new user's run on this device starts from: the run's store with the kernel left out, so the
     forest knows the shipped seed dataset only. ``store`` stays open while it forecasts (its device probes)."""
-    devices = store.devices()
+    devices = store.devices.all()
     if kernel.device not in devices:
         raise SystemExit(f"{kernel.name}: {store.path} holds no spec of the device {kernel.device!r}")
     forecaster = learned_forecaster(store, kernel.device, exclude_task=kernel.name)

@@ -57,7 +57,7 @@ def measure_points(task: Task, worker: LocalMeasurer, store: Store, hw: Hardware
     reference = task.reference()
     space = DerivedSpace(task, reference, hw.max_work_group_size or 256)
     rng = random.Random(f"derived points of {task.name}")
-    have = {m.candidate_hash: (c, m) for c, m in store.measured_pairs(sizes="full")
+    have = {m.candidate_hash: (c, m) for c, m in store.ledger.measured_pairs(sizes="full")
             if m.task == task.name and task.owns(m.task_fingerprint)}
     pairs: Pairs = []
     seen: set[str] = set()
@@ -75,9 +75,9 @@ def measure_points(task: Task, worker: LocalMeasurer, store: Store, hw: Hardware
             continue
         seen.add(cand.hash)
         if cand.hash not in have:
-            store.add_candidate(cand)
+            store.candidates.add(cand)
             m = worker.measure(task, cand, MeasureConfig())
-            store.add_measurement(m)
+            store.ledger.add(m)
             have[cand.hash] = (cand, m)
             bought += 1
         c, m = have[cand.hash]
@@ -133,16 +133,16 @@ def main() -> None:
     tasks = {name: load_task(KERNELS / name) for name in args.tasks.split(",")}
     with LocalMeasurer(device=args.device, store=store) as worker:
         hw = worker.start()
-        store.upsert_device(hw)
+        store.devices.upsert(hw)
         console.print(f"device: {hw.key}; measuring up to {args.points} derived points per kernel")
         data = {}
         for name, task in tasks.items():
-            store.upsert_task(task)
+            store.tasks.upsert(task)
             data[name] = measure_points(task, worker, store, hw, args.points, console.print)
     empty = Store(db.with_name(db.stem + "-empty.db"))  # the forecaster's own store: none of these points in it
-    empty.upsert_device(hw)
+    empty.devices.upsert(hw)
     for task in tasks.values():
-        empty.upsert_task(task)
+        empty.tasks.upsert(task)
     forecasters = {"per family (shipped)": learned_forecaster(empty, hw.key),
                    "one share for all (before)": one_share_for_all(learned_forecaster(empty, hw.key))}
     table = Table(title=f"the run's forecaster on {len(tasks)} kernels' derived points ({args.points} each, "

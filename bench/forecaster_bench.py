@@ -39,6 +39,7 @@ from kernelcast.agents.forecast.learned import LearnedForecaster, TrainingSet, f
 from kernelcast.agents.forecast.scoring import recovered_speedup, summarize  # noqa: E402
 from kernelcast.tools.core.bins import LOG_BIN_CENTERS  # noqa: E402
 from kernelcast.tools.core.settings import get_settings  # noqa: E402
+from kernelcast.tools.store.pairs import read_pairs  # noqa: E402
 from kernelcast.tools.store.store import Store  # noqa: E402
 
 KS = (1.0, 10.0, 50.0)
@@ -115,10 +116,10 @@ def main() -> None:
     args = parser.parse_args()
     console = Console(width=170)
     store = Store(args.db)
-    pairs = store.measured_pairs(sizes="full")
-    devices = store.devices()
+    pairs = store.ledger.measured_pairs(sizes="full")
+    devices = store.devices.all()
     if args.seed:
-        seed_pairs, seed_devices = Store.read_pairs(SEED_DATASET)
+        seed_pairs, seed_devices = read_pairs(SEED_DATASET)
         have = {(m.candidate_hash, m.device) for _, m in pairs}
         pairs += [(c, m) for c, m in seed_pairs if (m.candidate_hash, m.device) not in have]
         devices = {**seed_devices, **devices}
@@ -210,9 +211,9 @@ def main() -> None:
     if not args.no_store:
         forest = results["forest, task held out"][0]
         for task_name, (key, device_key), p in zip(data.tasks, data.keys, forest, strict=True):
-            store.add_forecast(task_name, key, device_key, "learned-lto", "leave-task-out", [float(x) for x in p],
-                               int(np.argmax(p)) + 1, float(p.max()), False, "held-out task",
-                               {"bench": "forecaster_bench"})
+            store.forecasts.add(task_name, key, device_key, "learned-lto", "leave-task-out", [float(x) for x in p],
+                                int(np.argmax(p)) + 1, float(p.max()), False, "held-out task",
+                                {"bench": "forecaster_bench"})
         console.print(f"wrote {len(data)} held-out forecasts as forecaster 'learned-lto'")
 
 

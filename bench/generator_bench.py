@@ -93,8 +93,8 @@ def run_random(task: Task, worker: MeasurementWorker, count: int, seed: int, pro
 
 def measure(task: Task, candidate: Candidate, worker: MeasurementWorker, store: Store) -> Measurement:
     m = worker.measure(task, candidate, MeasureConfig(sizes="full"))
-    store.add_candidate(candidate)
-    store.add_measurement(m)
+    store.candidates.add(candidate)
+    store.ledger.add(m)
     return m
 
 

@@ -10,6 +10,8 @@ forecasts it from the other three GPUs' recordings only (it never reads the targ
 measurements). Arms, at each budget and seed:
 
 - ``selective``, ``topk``: kernelcast's routers with the transfer forecaster (the run's real graph, ``start_run``);
+- ``selective skill``: selective with ``RunConfig.follow_skill`` (each round's regime from measured skill, the
+  forecaster's best-ranked unmeasured points proposed, template points only); its rows carry the run's regime line;
 - ``random order``: measure-all in a random order, i.e. ``budget`` configurations drawn without replacement;
 - ``kt random``, ``kt genetic``, ``kt bayes``: Kernel Tuner 1.5's random_sample, genetic_algorithm and bayes_opt in
   its own simulation mode on the same cache file (``max_fevals`` = the budget);
@@ -24,6 +26,8 @@ rank correlations of each task (Spearman of the recorded times), and which pairs
 
     nice .venv/bin/python bench/gpu_landscape_bench.py --out bench/out/gpu_landscapes            # about an hour
     nice .venv/bin/python bench/gpu_landscape_bench.py --tasks convolution_milo --gpus A100 --seeds 1 --budgets 8
+    nice .venv/bin/python bench/gpu_landscape_bench.py --out OUT --tasks convolution_milo --seeds 3 --budgets 8 \
+        --arms selective "selective skill" --no-warm          # follow_skill off against on; --no-warm for few runs
 """
 
 from __future__ import annotations
@@ -61,7 +65,8 @@ SHARED = ROOT.parent / "shared" / "gpu-landscapes"
 TASKS = {"convolution_milo": ROOT / "bench" / "tasks" / "convolution_milo" / "task.toml",
          "dedispersion_milo": ROOT / "bench" / "tasks" / "dedispersion_milo" / "task.toml"}
 GPUS = ("A100", "A4000", "A6000", "W6600")
-KERNELCAST_ARMS = ("selective", "topk")
+KERNELCAST_ARMS = ("selective", "topk", "selective skill")
+FOLLOW_SKILL = "selective skill"  # selective with RunConfig.follow_skill: regime from skill, forecast-guided points
 KT_ARMS = {"kt random": "random_sample", "kt genetic": "genetic_algorithm", "kt bayes": "bayes_opt"}
 RANDOM_ARM = "random order"
 RANKING = "transfer ranking"  # the forecaster's top-b of the whole space (deterministic: run with --seeds 1)
@@ -132,9 +137,9 @@ def bench_store(out: Path, tasks: dict[str, Task], log: Any, warm: bool) -> Stor
                 started = time.time()
                 space = recorded_space(cache, task, path.name)
                 if have < len(cache.cache):
-                    store.replace_recorded(task, space.device, space.rows)
+                    store.ledger.replace_recorded(task, space.device, space.rows)
                 log(f"mapped {name} on {gpu}: {len(space.rows)} rows in {time.time() - started:.1f} s")
-            spec = store.devices()[key]
+            spec = store.devices.all()[key]
             peak = spec.extra.get("peak_bandwidth_gbs")
             if isinstance(peak, int | float):
                 store_probes(store, spec, Bandwidth(peak * 1e9, "data sheet"), {"source": "data sheet"})
@@ -148,7 +153,7 @@ def transfer_ranking(store: Store, task: Task, gpu_key: str, budget: int, space:
     from kernelcast.agents.forecast.transfer import TransferForecaster
 
     forecaster = TransferForecaster(store)
-    sources = forecaster.sources(task, store.devices()[gpu_key])
+    sources = forecaster.sources(task, store.devices.all()[gpu_key])
     ranked: list[tuple[float, str]] = []
     rows = store.db.execute("select hash, params from candidates where task = ? and params != 'null'", [task.name])
     for key, params in rows.fetchall():  # stored identities: recomputing them preprocesses every point
@@ -160,23 +165,25 @@ def transfer_ranking(store: Store, task: Task, gpu_key: str, budget: int, space:
 
 
 def device_key(store: Store, gpu: str) -> str:
-    keys = [k for k in store.devices() if k.startswith("cuda:recorded:") and gpu.lower() in k.lower()]
+    keys = [k for k in store.devices.all() if k.startswith("cuda:recorded:") and gpu.lower() in k.lower()]
     if len(keys) != 1:
         raise SystemExit(f"no single recorded device for {gpu}: {keys}")
     return keys[0]
 
 
 def kernelcast_arm(router: str, task: Task, store: Store, out: Path, gpu_key: str, budget: int, seed: int,
-                   space: Space) -> tuple[float, int, str]:
-    """(score, measurements spent, the best's key) of one replayed kernelcast run."""
+                   space: Space) -> tuple[float, int, str, str]:
+    """(score, measurements spent, the best's key, the regime line of its summary) of one replayed kernelcast run
+    (``selective skill``: selective with RunConfig.follow_skill)."""
     home = out / "runs"
     home.mkdir(parents=True, exist_ok=True)
-    config = RunConfig(task=str(task.path), budget=budget, router=router, seed=seed,  # type: ignore[arg-type]
-                       forecaster="transfer", device=gpu_key, replay=str(store.path))
+    config = RunConfig(task=str(task.path), budget=budget, router=router.split()[0], seed=seed,  # type: ignore[arg-type]
+                       forecaster="transfer", device=gpu_key, replay=str(store.path), follow_skill=router == FOLLOW_SKILL)
     result = start_run(config, store, RunEnv(home))
-    best = store.candidate(result.best_hash) if result.best_hash else None
+    best = store.candidates.get(result.best_hash) if result.best_hash else None
     key = space.key_of(best.params) if best is not None and best.params else None
-    return space.score(key), result.spent, key or "-"
+    regime = result.trust.split("regime: ", 1)[1] if "regime: " in result.trust else ""
+    return space.score(key), result.spent, key or "-", regime
 
 
 def random_order(space: Space, budget: int, seed: int) -> float:
@@ -233,6 +240,8 @@ def main() -> None:
     parser.add_argument("--arms", nargs="*", default=[*KERNELCAST_ARMS, RANDOM_ARM, *KT_ARMS])
     parser.add_argument("--report", action="store_true", help="print the tables of the results stored in --out "
                         "(and --also) without running anything")
+    parser.add_argument("--no-warm", action="store_true", help="do not hash every recording into this process "
+                        "first (minutes per task; pays off over many runs, not a few)")
     parser.add_argument("--also", nargs="*", type=Path, default=[], help="more results.jsonl files to read")
     args = parser.parse_args()
     if not SHARED.is_dir():
@@ -258,7 +267,8 @@ def main() -> None:
     tasks = {name: load_task(TASKS[name]) for name in args.tasks}
     wants_runs = any(arm in KERNELCAST_ARMS for arm in args.arms)
     # the replay arms need the recordings in a store; Kernel Tuner and random sampling read the cache files alone
-    store = bench_store(args.out, tasks, log, warm=wants_runs) if wants_runs or RANKING in args.arms else None
+    warm = wants_runs and not args.no_warm
+    store = bench_store(args.out, tasks, log, warm=warm) if wants_runs or RANKING in args.arms else None
     with results_file.open("a") as fh:  # seeds outermost: a bench stopped early still covers every space
         for seed in range(args.seeds):
             for budget in args.budgets:
@@ -274,10 +284,10 @@ def main() -> None:
                                 continue
                             started = time.time()
                             spent: int | None = budget
-                            best = ""
+                            best = regime = ""
                             if arm in KERNELCAST_ARMS:
                                 assert store is not None
-                                score, spent, best = kernelcast_arm(arm, tasks[name], store, args.out, key, budget,
+                                score, spent, best, regime = kernelcast_arm(arm, tasks[name], store, args.out, key, budget,
                                                                     seed, space)
                             elif arm == RANDOM_ARM:
                                 score = random_order(space, budget, seed)
@@ -287,7 +297,7 @@ def main() -> None:
                             else:
                                 score = kernel_tuner_arm(KT_ARMS[arm], space, tasks[name], budget, seed, args.out)
                             row = {"task": name, "gpu": gpu, "budget": budget, "seed": seed, "arm": arm,
-                                   "score": score, "spent": spent, "best": best,
+                                   "score": score, "spent": spent, "best": best, "regime": regime,
                                    "seconds": round(time.time() - started, 1)}
                             log(json.dumps(row))
                             fh.write(json.dumps(row) + "\n")

@@ -57,7 +57,7 @@ class Outcome:
 def first_measurements(task: Task, store: Store) -> dict[str, tuple[Candidate, dict, Measurement]]:
     """hash -> (candidate, point, its first ok brute-force measurement at the bench sizes)."""
     rows: dict[str, Measurement] = {}
-    for m in store.measurements(task=task.name, sizes="small", fingerprint=task.fingerprint):
+    for m in store.ledger.find(task=task.name, sizes="small", fingerprint=task.fingerprint):
         if m.ok and m.speedup and CONFIRM_FLAG not in m.flags:
             rows.setdefault(m.candidate_hash, m)
     out = {}
@@ -120,7 +120,7 @@ def main() -> int:
         print(f"no brute-force store at {db}: run bench/search_bench.py --out {args.out} first", file=sys.stderr)
         return 2
     store = Store(db)
-    device, hw = next(iter(store.devices().items()))
+    device, hw = next(iter(store.devices.all().items()))
     shipped = task_model.NEIGHBOUR_SHARE
     header = ("| space | taught | in-task model | neighbours | beat the incumbent | mean p | Brier | "
               + " | ".join(f"beat among p <= {t}" for t in LOW_P) + " |")

@@ -111,12 +111,12 @@ def optimize_side(task: Task, budget: int, seed: int, device: str | None, router
     store = Store(folder / f"{task.name}.db")
     try:
         result = optimize(task.path, budget=budget, router=router, seed=seed, device=device, store=store)
-        measured = store.measurements(task=task.name)
+        measured = store.ledger.find(task=task.name)
         wrong = 0
         if result.best_hash:
             wrong = sum(1 for m in measured if m.candidate_hash == result.best_hash and m.status is not Status.correct)
         caught = sum(1 for m in measured if m.status is Status.incorrect)
-        tiled_hashes = {c.hash for c in store.candidates(task.name) if "local-tile" in c.intent}
+        tiled_hashes = {c.hash for c in store.candidates.of_task(task.name) if "local-tile" in c.intent}
         tiled = [m.speedup for m in measured if m.candidate_hash in tiled_hashes and m.phase == "search"
                  and m.ok and m.speedup is not None]
     finally:

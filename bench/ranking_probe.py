@@ -48,7 +48,7 @@ def main() -> None:
     if not space:
         raise SystemExit(f"{db}: no brute-force measurement of {task.name} with this task's fingerprint "
                          "(measured before fingerprints, or at other sizes): run search_bench.py --rebrute")
-    device, hw = next(iter(store.devices().items()))
+    device, hw = next(iter(store.devices.all().items()))
     keys = [k.strip() for k in args.by.split(",") if k.strip()]
     points = [p for _, p, _ in space.values()]
     unknown = [k for k in keys if k not in points[0]]

@@ -63,7 +63,7 @@ def probe_gbs(worker: MeasurementWorker) -> float | None:
 def spend_curve(store: Store, run_id: str) -> list[float]:
     """Best verified speedup after each measurement (1.0 = the reference)."""
     best, curve = 1.0, []
-    for event in store.events(run_id, kind="spend"):
+    for event in store.events.find(run_id, kind="spend"):
         spend = Spend.model_validate(event.payload)
         if spend.speedup and spend.status == "correct":
             best = max(best, spend.speedup)
@@ -87,7 +87,7 @@ def incumbent_kernel(store: Store, run_id: str, decision: TrustedDecision) -> st
     2026-12-03; for older runs, the run's measured kernel whose speedup equals the decision's incumbent."""
     if decision.incumbent_hash or decision.incumbent <= 1.0:
         return decision.incumbent_hash
-    for m in store.measurements(run_id=run_id):
+    for m in store.ledger.find(run_id=run_id):
         if m.ok and m.speedup is not None and abs(m.speedup - decision.incumbent) < 1e-9:
             return m.candidate_hash
     return None
@@ -105,8 +105,8 @@ def in_turn(store: Store, worker: MeasurementWorker, task_name: str, kernels: li
     def speedup(candidate: str | None) -> float | None:
         if candidate is None:
             return 1.0
-        m = worker.measure(task, store.candidate(candidate), config)
-        store.add_measurement(m)  # outside the run: no run id, not counted against the budget
+        m = worker.measure(task, store.candidates.get(candidate), config)
+        store.ledger.add(m)  # outside the run: no run id, not counted against the budget
         return m.speedup if m.ok else None
 
     out: list[list[float | None]] = [[] for _ in kernels]
@@ -129,16 +129,16 @@ def head_to_head(store: Store, worker: MeasurementWorker, task_name: str, child:
     5.6x and 5.5x once against a 3.36x incumbent measured 3.0-3.6x three times beside it (2026-12-03). Against
     the reference (``incumbent`` None) the speedup is the pair."""
     task = resolve_task(task_name)
-    rival = None if incumbent is None else store.candidate(incumbent)
+    rival = None if incumbent is None else store.candidates.get(incumbent)
     if incumbent is not None and rival is None:
         raise SystemExit(f"{task_name}: the incumbent {incumbent} of a checked decision is missing from {store.path}")
     config = MeasureConfig(sizes=sizes, rival=rival)
-    candidate = store.candidate(child)
+    candidate = store.candidates.get(child)
     ratios: list[float | None] = []
     first = None
     for round_ in range(rounds):
         m = worker.measure(task, candidate, config)
-        store.add_measurement(m)  # outside the run: no run id, not counted against the budget
+        store.ledger.add(m)  # outside the run: no run id, not counted against the budget
         if round_ == 0:
             first = m.speedup if m.ok else None
         if rival is not None and m.ok and m.rival is None:
@@ -159,10 +159,10 @@ def bests_in_turn(out: Path, task_name: str, bests: dict[str, tuple[Store, str |
     shared = Store(out / "finals.db")  # the comparison's measurements, outside every run
     try:
         for store, kernel in bests.values():
-            if kernel is not None and shared.candidate(kernel) is None:
-                candidate = store.candidate(kernel)
+            if kernel is not None and shared.candidates.get(kernel) is None:
+                candidate = store.candidates.get(kernel)
                 assert candidate is not None, f"{kernel} is missing from its run's store"
-                shared.add_candidate(candidate)
+                shared.candidates.add(candidate)
         medians = dict(zip(kernels, (median_of(s) for s in in_turn(shared, worker, task_name, kernels, sizes,
                                                                     rounds))))
     finally:
@@ -175,7 +175,7 @@ def stored_bests(out: Path, row: dict, arms: tuple[str, ...]) -> dict[str, tuple
     bests = {}
     for arm in arms:
         store = arm_store(out, row["task"], arm)
-        run = store.run(row[arm]["run"])
+        run = store.runs.get(row[arm]["run"])
         if run is None:
             raise SystemExit(f"{row['task']}: no run {row[arm]['run']} in {store.path}")
         bests[arm] = (store, run.best_candidate or None)
@@ -340,7 +340,7 @@ def main() -> None:
                 console.print(f"[bold]{name}[/] {arm} ...")
                 result = start_run(config, store, RunEnv(home))
                 curve = spend_curve(store, result.run_id)
-                best_m = store.measurements(run_id=result.run_id, candidate_hash=result.best_hash or "")
+                best_m = store.ledger.find(run_id=result.run_id, candidate_hash=result.best_hash or "")
                 per[arm] = {"result": result, "curve": curve, "store": store,
                             "best_ns": best_m[0].candidate.median_ns if best_m and best_m[0].candidate else None}
             target = per["measure-all"]["curve"][-1] if per["measure-all"]["curve"] else 1.0

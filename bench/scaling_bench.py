@@ -84,9 +84,9 @@ def main() -> None:
         store = Store(args.store)
         replay_probe = make_measurer(task.backend, None, replay_store=store)
         device = replay_probe.hardware_spec().key
-        stored = {m.candidate_hash: m for m in store.measurements(task=task.name, device=device, sizes=args.sizes,
-                                                                  fingerprint=task.fingerprint)}
-        candidates = [c for c in store.candidates(task.name) if c.hash in stored][: args.count]
+        stored = {m.candidate_hash: m for m in store.ledger.find(task=task.name, device=device, sizes=args.sizes,
+                                                                 fingerprint=task.fingerprint)}
+        candidates = [c for c in store.candidates.of_task(task.name) if c.hash in stored][: args.count]
         baseline = {c.hash: stored[c.hash] for c in candidates}
         if len(candidates) < args.count:
             console.print(f"[yellow]the store has {len(candidates)} measured candidates of {task.name}; using those")
@@ -98,11 +98,11 @@ def main() -> None:
         store = Store(scratch / "kernelcast.db")
         with console.status("real OpenCL, 1 worker..."), LocalMeasurer(task.backend) as local:
             one_s, baseline = timed_round(local, task, candidates, config)
-            store.upsert_task(task)
-            store.upsert_device(local.hardware_spec())
+            store.tasks.upsert(task)
+            store.devices.upsert(local.hardware_spec())
             for cand in candidates:
-                store.add_candidate(cand)
-                store.add_measurement(baseline[cand.hash], run_id="scaling-bench")
+                store.candidates.add(cand)
+                store.ledger.add(baseline[cand.hash], run_id="scaling-bench")
         with console.status("real OpenCL, 2 workers on the same device..."), \
                 make_measurer(task.backend, None, parallel=2, share_device=True) as pool:
             two_s, two = timed_round(pool, task, candidates, config)

@@ -77,6 +77,7 @@ from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig, Measu
 from kernelcast.tools.core.task import BufferArg, Task, resolve_task  # noqa: E402
 from kernelcast.tools.hardware.measurers.local import LocalMeasurer  # noqa: E402
 from kernelcast.tools.hardware.worker import MeasurementWorker  # noqa: E402
+from kernelcast.tools.store.pairs import read_pairs  # noqa: E402
 from kernelcast.tools.store.store import Store  # noqa: E402
 
 # The built-ins' small sizes are launch-overhead bound (gemv small: 4 us kernels with a CV above 50 %), their
@@ -191,8 +192,8 @@ def brute_force(task: Task, worker: MeasurementWorker, store: Store, sizes: str,
     ``refine`` best twice more, until the ``refine`` best by median all have three: the optimum is the median of
     three, not the luckiest single measurement."""
     device = worker.hardware_spec().key
-    store.upsert_task(task)
-    store.upsert_device(worker.hardware_spec())
+    store.tasks.upsert(task)
+    store.devices.upsert(worker.hardware_spec())
     config = MeasureConfig(sizes=sizes)
     have = brute_rows(task, store, device, sizes)
     identities, points = space_identities(task)
@@ -201,9 +202,9 @@ def brute_force(task: Task, worker: MeasurementWorker, store: Store, sizes: str,
     for i, point in enumerate(space):
         if identities[point_key(point)] not in have:
             candidate = task.instantiate(point)
-            store.add_candidate(candidate)
+            store.candidates.add(candidate)
             m = worker.measure(task, candidate, config)
-            store.add_measurement(m)  # no run id: a bench store of its own, never a run's
+            store.ledger.add(m)  # no run id: a bench store of its own, never a run's
             have[candidate.hash] = [m]
             bought += 1
             if bought % 50 == 0:
@@ -222,7 +223,7 @@ def brute_force(task: Task, worker: MeasurementWorker, store: Store, sizes: str,
             for _ in range(3 - len(have[key])):
                 candidate = task.instantiate(points[key])
                 m = worker.measure(task, candidate, config).model_copy(update={"phase": "confirm"})
-                store.add_measurement(m)  # a confirm-phase row: runs are answered with the first measurement
+                store.ledger.add(m)  # a confirm-phase row: runs are answered with the first measurement
                 have[key].append(m)
                 refined += 1
             speedups[key] = median_speedup(have[key])
@@ -242,7 +243,7 @@ def brute_rows(task: Task, store: Store, device: str | None, sizes: str) -> dict
     """The brute force's own rows in ``store``, by candidate hash: a run's confirmation (another protocol,
     cached in the same store) must not move the optimum or a point's score between runs of this script."""
     have: dict[str, list[Measurement]] = {}
-    for m in store.measurements(task=task.name, device=device, sizes=sizes, fingerprint=task.fingerprint):
+    for m in store.ledger.find(task=task.name, device=device, sizes=sizes, fingerprint=task.fingerprint):
         if CONFIRM_FLAG not in m.flags:
             have.setdefault(m.candidate_hash, []).append(m)
     return have
@@ -272,8 +273,8 @@ class CachedMeasurer(LocalMeasurer):
         self.live = 0  # measurements made now (not in the brute force)
 
     def cached(self, task: Task, key: str, sizes: str, confirm: bool = False) -> Measurement | None:
-        rows = [m for m in self.cache.measurements(task=task.name, device=self.hardware_spec().key,
-                                                   candidate_hash=key, fingerprint=task.fingerprint) if m.sizes == sizes]
+        rows = [m for m in self.cache.ledger.find(task=task.name, device=self.hardware_spec().key,
+                                                  candidate_hash=key, fingerprint=task.fingerprint) if m.sizes == sizes]
         if confirm:
             return next((m for m in rows if CONFIRM_FLAG in m.flags), None)
         rows = [m for m in rows if CONFIRM_FLAG not in m.flags]
@@ -300,8 +301,8 @@ class CachedMeasurer(LocalMeasurer):
                 found = self.worker.measure(task, candidate, config)
                 if confirm:
                     found = found.model_copy(update={"flags": [*found.flags, CONFIRM_FLAG], "phase": "confirm"})
-                self.cache.add_candidate(candidate)
-                self.cache.add_measurement(found)
+                self.cache.candidates.add(candidate)
+                self.cache.ledger.add(found)
                 self.live += 1
             yield candidate, found
 
@@ -325,8 +326,8 @@ def kernelcast_trial(space: Space, router: str, budget: int, seed: int, sizes: s
     started = time.perf_counter()
     result = execute(create_run(config, store, env, measurer), env.checkpoints)
     seconds = time.perf_counter() - started
-    bought = [m for m in store.measurements(run_id=result.run_id) if m.ok]
-    known = [m for m in store.measurements(task=result.task) if m.ok and m.phase != "noise"]  # noise: ref vs ref
+    bought = [m for m in store.ledger.find(run_id=result.run_id) if m.ok]
+    known = [m for m in store.ledger.find(task=result.task) if m.ok and m.phase != "noise"]  # noise: ref vs ref
     if shared is not None:  # earlier runs' rows are there by design; the forecaster reads a store's full-size
         # rows only (its history and forest), the run's own rows reach it through learn()
         bought = [m for m in bought if m.sizes == "full"]
@@ -340,14 +341,14 @@ def kernelcast_trial(space: Space, router: str, budget: int, seed: int, sizes: s
     if result.best_hash is not None and point is None:  # a generic variant won: its measurement in the cache
         found = measurer.cached(load_task_of(space), result.best_hash, sizes)
         speedup = found.speedup if found is not None and found.ok else None
-        notes.insert(0, "best is a generic variant: " + (store.candidate(result.best_hash).intent
-                                                         if store.candidate(result.best_hash) else "?"))
-    searched = [m for m in store.measurements(run_id=result.run_id)
+        notes.insert(0, "best is a generic variant: " + (store.candidates.get(result.best_hash).intent
+                                                         if store.candidates.get(result.best_hash) else "?"))
+    searched = [m for m in store.ledger.find(run_id=result.run_id)
                 if m.phase != "confirm" and m.ok and m.speedup and m.candidate_hash in space.points]
     template_best = max(searched, key=lambda m: m.speedup or 0.0, default=None)
     template_score = space.score_of(space.speedups.get(template_best.candidate_hash)) if template_best else 0.0
     return Trial(space.name, f"kc {router}", budget, seed, space.score_of(speedup), result.spent, seconds,
-                 point, outside=sum(1 for m in store.measurements(run_id=result.run_id)
+                 point, outside=sum(1 for m in store.ledger.find(run_id=result.run_id)
                                     if m.phase != "confirm" and m.candidate_hash not in space.points),
                  template_score=template_score, notes=notes, run=result.run_id)
 
@@ -506,7 +507,7 @@ def trust_table(trials: list[Trial], spaces: dict[str, Space], budgets: list[int
                          f"({(pruned + accepted) / max(1, decisions):.0%}: {pruned} / {accepted}) | {answered} | "
                          f"{wrong} ({wrong / max(1, answered):.1%}; {lo:.1%}-{hi:.1%}) | {wrong_median} | "
                          f"{accept_wrong} of {accepted} | {risk:.0%} |")
-    device = next(iter(store.devices()), "")
+    device = next(iter(store.devices.all()), "")
     lines.append(f"\nthe shared store's thresholds after the last run: "
                  f"{fit_thresholds(calibration_rows(store, device), risk).describe()}")
     return "\n".join(lines)
@@ -521,7 +522,7 @@ def seed_rows(task_name: str) -> int:
     """Rows of the shipped seed dataset for this task (what the forecaster may know of it besides the run)."""
     if not SEED_DATASET.exists():
         return 0
-    pairs, _ = Store.read_pairs(SEED_DATASET)
+    pairs, _ = read_pairs(SEED_DATASET)
     return sum(1 for _, m in pairs if m.task == task_name)
 
 

@@ -60,6 +60,11 @@ class RunConfig(BaseModel):
                                   "task the rows do not know gets)")
     audit_share: float = Field(0.1, ge=0.0, le=0.5, description="selective: share of the budget that may measure "
                                "a random sample of trusted decisions (and the trials of replayed thresholds)")
+    follow_skill: bool = Field(False, description="selective: order each round by the forecasts' ranking (as topk) "
+                               "where they claim or have shown rank skill, family coverage first where they have not "
+                               "(the run summary says which and why); a template task also gets the forecaster's "
+                               "best-ranked unmeasured points proposed where the forecaster can rank what it knows "
+                               "(off: today's order, coverage then Thompson draws)")
 
     @model_validator(mode="after")
     def _pin_weights(self, info: ValidationInfo) -> RunConfig:

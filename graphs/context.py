@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelcast.agents.forecast.base import Forecaster
+from kernelcast.agents.forecast.base import CertifiedSkill, CertifiesRankSkill, Forecaster
 from kernelcast.agents.generate.base import Generator
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.events import RunEvent, parse
 from kernelcast.graphs.route.routers import make_router
 from kernelcast.graphs.route.routers.base import Router
+from kernelcast.graphs.route.routers.selective import follows_skill
 from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig
 from kernelcast.tools.core.task import Task
 from kernelcast.tools.hardware.measurers.base import Measurer
@@ -59,8 +60,14 @@ class RunContext:
     router: Router = field(init=False)
 
     def __post_init__(self) -> None:
-        self.router = make_router(self.config.router, self.config.measure_per_round, self.config.seed,
-                                  self.config.budget)
+        self.router = follows_skill(make_router(self.config.router, self.config.measure_per_round, self.config.seed,
+                                                self.config.budget), self.config.follow_skill, self.certified_skill)
+
+    def certified_skill(self) -> CertifiedSkill | None:
+        """The forecaster's certified rank skill on this task and device (None: it certifies none)."""
+        if isinstance(self.forecaster, CertifiesRankSkill):
+            return self.forecaster.certified_skill(self.task, self.hardware)
+        return None
 
     @property
     def folder(self) -> Path:
@@ -75,7 +82,7 @@ class RunContext:
         typed = parse(event, payload or {}) if isinstance(event, str) else event
         data = typed.model_dump()
         if store:
-            self.store.add_event(self.run_id, typed.kind, data, candidate_hash)
-            self.store.heartbeat(self.run_id)
+            self.store.events.add(self.run_id, typed.kind, data, candidate_hash)
+            self.store.runs.heartbeat(self.run_id)
         if self.env.on_event is not None:
             self.env.on_event(typed.kind, {"run_id": self.run_id, "candidate": candidate_hash, **data})

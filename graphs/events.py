@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kernelcast.tools.store.decisions import RouteVerdict
 from kernelcast.tools.store.records import EventRecord
 
 
@@ -56,29 +57,11 @@ class ForecastRound(RunEvent):
     informative: int | None = None
 
 
-class Route(RunEvent):
-    """A routing decision with the forecast's P(beat the incumbent) and the incumbent of that moment."""
+class Route(RouteVerdict, RunEvent):
+    """A routing decision with the forecast's P(beat the incumbent) and the incumbent of that moment: made from the
+    decision's record (:class:`~kernelcast.tools.store.decisions.DecisionRecord`), which readers read."""
 
     kind: ClassVar[str] = "route"
-    decision: str
-    reason: str = ""
-    p_beat: float | None = None
-    incumbent: float | None = None
-    incumbent_hash: str | None = None  # the incumbent's candidate (None: the reference, or a run before 2026-12-03)
-    audit: bool = False
-    trusted_as: str = ""
-    informative: bool | None = None
-    spare: bool = False  # a pruned child measured because its round had nothing uncertain to measure
-    stage: int | None = None  # the run's correct measurements before this decision (older runs: unknown)
-    trust_source: str = ""  # whose calibration rows certified the round's thresholds ("" : none certified)
-    carried: bool = False  # a child of an earlier round routed again (it had been dropped for want of room)
-    probation: bool = False  # an audit of a replayed threshold on probation (not yet tried on this task here)
-
-    @property
-    def forecast_alone(self) -> bool:
-        """A prune or accept taken on the forecast alone: not an audit, not a spare measurement, not a child
-        dropped for want of budget."""
-        return bool(self.trusted_as) and self.decision == self.trusted_as and not self.audit
 
 
 class InFlight(RunEvent):
@@ -196,5 +179,5 @@ class LoggedEvent(BaseModel):
 
 
 def logged(records: Iterable[EventRecord]) -> list[LoggedEvent]:
-    """The store's event records (``Store.events``) as typed events, in order."""
+    """The store's event records (``store.events.find``) as typed events, in order."""
     return [LoggedEvent(seq=r.seq, candidate=r.candidate_hash, event=parse(r.kind, r.payload)) for r in records]

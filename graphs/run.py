@@ -71,7 +71,7 @@ def open_run(run_id: str, config: RunConfig, store: Store, env: RunEnv, measurer
     resumed)."""
     task = resolve_task(config.task)
     group = calibration_group(task)
-    store.update_run(run_id, calibration_group=group)
+    store.runs.update(run_id, calibration_group=group)
     hardware = measurer.hardware_spec()
     generator, forecaster = agents or make_agents(config, store, env, measurer, generator)
     return RunContext(run_id=run_id, config=config, task=task, store=store, measurer=measurer, generator=generator,
@@ -107,9 +107,9 @@ def create_run(config: RunConfig, store: Store, env: RunEnv, measurer: Measurer,
     for note in measurer.check_reference(task, config.sizes, env.measure_timeout_s):
         log.warning(note, task=task.name)
     agents = make_agents(config, store, env, measurer, generator)
-    run_id = store.create_run(task.name, measurer.hardware_spec().key, config.model_dump(), config.budget,
-                              run_id=run_id)
-    store.update_run(run_id, folder=str(env.folder(run_id)))
+    run_id = store.runs.create(task.name, measurer.hardware_spec().key, config.model_dump(), config.budget,
+                               run_id=run_id)
+    store.runs.update(run_id, folder=str(env.folder(run_id)))
     return open_run(run_id, config, store, env, measurer, agents)
 
 
@@ -120,7 +120,7 @@ def start_run(config: RunConfig, store: Store, env: RunEnv, run_id: str | None =
 
 
 def resume_run(run_id: str, store: Store, env: RunEnv) -> RunResult:
-    row = store.run(run_id)
+    row = store.runs.get(run_id)
     if row is None:
         raise RunError(f"no run with id {run_id!r} (see `kernelcast runs`)")
     if row.status == "finished":
@@ -135,7 +135,7 @@ def resume_run(run_id: str, store: Store, env: RunEnv) -> RunResult:
     check_checkpoint(env.checkpoints, row.id)  # before anything starts or the run is claimed
     with open_measurer(config, task_backend(config.task), store) as measurer:
         ctx = open_run(row.id, config, store, env, measurer)
-        store.claim_run(row.id)
+        store.runs.claim(row.id)
         return execute(ctx, env.checkpoints, resume=True)
 
 

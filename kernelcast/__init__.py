@@ -12,10 +12,6 @@ __all__ = ["measure", "forecast", "propose", "optimize", "Session"]
 
 def __getattr__(name: str) -> Any:
     # lazy: importing kernelcast must not open devices or pull in langgraph
-    if name == "Session":
-        from kernelcast.session import Session
-
-        return Session
     if name in __all__:
         from kernelcast import api
 

@@ -1,219 +1,120 @@
-"""The Python API: the same operations the CLI, chat session and MCP server use.
+"""The Python API and the front doors' one facade: the operations the CLI, chat session and MCP server use.
 
-The CLI mirrors it (sqlite-utils style): each command parses its options, calls one function here and
-prints what comes back. Defaults come from ``RunConfig`` and the registries, never written here.
+The CLI mirrors it (sqlite-utils style): each command parses its options, calls functions here and prints what
+comes back. Doors import this module (and the vocabulary in ``tools/core``) and nothing below it: the names
+here come from the application layer (:mod:`kernelcast.app`), the sessions (:mod:`kernelcast.session`) and the
+views, so those can change without touching a door (the import contract in pyproject.toml checks it). Defaults
+come from ``RunConfig`` and the registries, never written here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from kernelcast.app.catalog import (
+    DEFAULT_FORECASTER,
+    DEFAULT_GENERATOR,
+    EXTERNAL,
+    FORECASTERS,
+    LOCAL_MODEL_PREFIX,
+    ROUTERS,
+    SELECTABLE_GENERATORS,
+    ForecasterName,
+    GeneratorName,
+    RouterName,
+    RunConfig,
+    default,
+    forecaster_spec,
+    generator_spec,
+    listed_router,
+    router_spec,
+)
+from kernelcast.app.conversation import LLMError, conversation_store, model_client
+from kernelcast.app.devices import DeviceRow, WorkerError, cluster_devices, device_rows, make_measurer
+from kernelcast.app.operations import (
+    ProposalReport,
+    as_task,
+    candidate_file,
+    forecast,
+    hardware,
+    make_candidate,
+    measure,
+    propose,
+)
+from kernelcast.app.results import (
+    RooflineVerdict,
+    RunResult,
+    ShownSpeedup,
+    Spend,
+    Throughput,
+    events,
+    interval_text,
+    logged,
+    parse,
+    plural,
+    ranked,
+    run_roofline,
+    run_throughput,
+    shown_speedups,
+    spend_text,
+    throughput,
+)
+from kernelcast.app.runs import RunError, optimize, resume, run_env
+from kernelcast.app.training import (
+    CORPUS_MANIFEST,
+    MAX_SOURCE_CHARS,
+    REPORT_ROWS,
+    TrainingRow,
+    build_dataset,
+    eval_forecaster,
+    evaluate_model,
+    export_model,
+    forecaster_dataset,
+    read_jsonl,
+    read_kernel_tuner,
+    store_kernel_tuner,
+    train_model,
+)
+from kernelcast.calibration_report import evaluate as score_calibration
+from kernelcast.calibration_report import load_pairs as calibration_pairs
+from kernelcast.calibration_report import write_plots as calibration_plots
+from kernelcast.report import report_note, write_report
+from kernelcast.session import (
+    Session,
+    SubmittedCandidate,
+    as_submitted,
+    finish_session,
+    session_status,
+    start_session,
+    submit_candidates,
+    suggest_parents,
+)
+from kernelcast.session_views import SessionResult, SessionStatus, SubmitOutput, Suggestions
+from kernelcast.stores import RunRecord, Store, StoreError, has_store, open_store, reading_store, store_scope
+from kernelcast.task_init import missing, write_task
+from kernelcast.throughput import shown_flags
 
-import structlog
-
-from kernelcast.agents.registry import DEFAULT_FORECASTER, DEFAULT_GENERATOR
-from kernelcast.graphs.config import default
-from kernelcast.tools.core.candidate import Candidate, candidate_from_file, candidate_from_source
-from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig, Measurement
-from kernelcast.tools.core.settings import get_settings
-from kernelcast.tools.core.task import Task, read_kernel_file, resolve_task
-from kernelcast.tools.hardware.measurers.base import Measurer
-from kernelcast.tools.hardware.measurers.factory import make_measurer
-from kernelcast.tools.store.store import Store
-
-if TYPE_CHECKING:
-    from kernelcast.agents.forecast.base import Forecast
-    from kernelcast.agents.generate.base import Proposals
-    from kernelcast.graphs.context import RunEnv
-    from kernelcast.graphs.search.result import RunResult
-
-
-def open_store(path: str | Path | None = None) -> Store:
-    """The database named by settings (``KERNELCAST_DB`` / ``KERNELCAST_HOME``) unless a path is given."""
-    return Store(path or get_settings().db_path)
-
-
-def has_store() -> bool:
-    """Does the configured database exist yet? (Reading commands treat a missing one as "no runs yet".)"""
-    return Path(get_settings().db_path).exists()
-
-
-@contextmanager
-def reading_store(path: str | Path | None = None) -> Iterator[Store]:
-    """The store opened read-only, closed afterwards: for operations that only read, so they work on a
-    database (and folder) nobody may write to and never change it. A missing or unusable database is a
-    :class:`~kernelcast.tools.store.store.StoreError` naming the file."""
-    store = Store(path or get_settings().db_path, read_only=True)
-    try:
-        yield store
-    finally:
-        store.close()
-
-
-@contextmanager
-def store_scope(store: Store | None) -> Iterator[Store]:
-    """The given store, or one opened from settings and closed afterwards."""
-    if store is not None:
-        yield store
-        return
-    own = open_store()
-    try:
-        yield own
-    finally:
-        own.close()
-
-
-def as_task(task: str | Path | Task) -> Task:
-    return task if isinstance(task, Task) else resolve_task(task)
-
-
-def make_candidate(task: Task, candidate: Candidate | str | Path | None = None,
-                   params: dict[str, Any] | None = None) -> Candidate:
-    """Reference (nothing given), a template point (``params``), a file path, or source text."""
-    if isinstance(candidate, Candidate):
-        return candidate
-    if params:
-        return task.instantiate(params, generator="user")
-    if candidate is None:
-        return task.reference()
-    text = str(candidate)
-    if "\n" not in text and Path(text).exists():
-        return candidate_file(text, task)
-    return candidate_from_source(task, text)
-
-
-def candidate_file(path: str | Path, task: Task, global_size: list[str] | None = None,
-                   local_size: list[str] | None = None, build_options: list[str] | None = None) -> Candidate:
-    """A candidate from a file a user names (a kernel source or a candidate .json): checked first to be a
-    regular file under the source size limit, so a directory, a FIFO or ``/dev/zero`` is a one-line
-    ``ValueError``, never a traceback, a hang or a read until memory runs out."""
-    read_kernel_file(path, f"candidate file {path}")
-    return candidate_from_file(str(path), task, global_size, local_size, build_options)
-
-
-def measure(task: str | Path | Task, candidate: Candidate | str | Path | None = None,
-            params: dict[str, Any] | None = None, *, device: str | None = None, backend: str | None = None,
-            sizes: str = "full", config: MeasureConfig | None = None, store: Store | None = None,
-            worker: Measurer | None = None) -> Measurement:
-    """Measure a candidate (default: the reference against itself) and record it in the store first."""
-    settings = get_settings()
-    task_obj = as_task(task)
-    cand = make_candidate(task_obj, candidate, params)
-    cfg = config or MeasureConfig(sizes=sizes, timeout_s=settings.measure_timeout_s)
-    cfg = cfg.model_copy(update={"sizes": task_obj.size_label(cfg.sizes)})  # the label of the problem measured
-    own_worker = worker is None
-    try:
-        with store_scope(store) as db:
-            worker = worker or make_measurer(backend or task_obj.backend, device or settings.device, store=db)
-            # a broken task or device is an error, not a measurement
-            for note in worker.check_reference(task_obj, cfg.sizes, cfg.timeout_s):
-                structlog.get_logger(__name__).warning(note, task=task_obj.name)
-            result = worker.measure(task_obj, cand, cfg)
-            db.upsert_task(task_obj)
-            db.upsert_device(worker.hardware_spec())
-            db.add_candidate(cand)
-            db.add_measurement(result)
-            return result
-    finally:
-        if own_worker and worker is not None:
-            worker.close()
-
-
-def hardware(backend: str = "opencl", device: str | None = None) -> HardwareSpec:
-    with make_measurer(backend, device) as worker:
-        return worker.hardware_spec()
-
-
-def run_env(on_event: Any = None) -> "RunEnv":
-    """The run environment from the settings: the one place runs learn where they live and whom to tell."""
-    from kernelcast.graphs.context import RunEnv
-
-    settings = get_settings()
-    return RunEnv(home=settings.home, measure_timeout_s=settings.measure_timeout_s, api_base=settings.api_base,
-                  on_event=on_event)
-
-
-def optimize(task: str | Path, *, budget: int = default("budget"), router: str = default("router"),
-             generator: str = default("generator"),
-             forecaster: str = default("forecaster"), model: str | None = None, device: str | None = None,
-             seed: int = 0, sizes: str = "full", measure_per_round: int = default("measure_per_round"),
-             store: Store | None = None, on_event: Any = None, **extra: Any) -> "RunResult":
-    """Optimize a task under a hardware budget; returns the run's result (best kernel is always measured)."""
-    from kernelcast.graphs.config import RunConfig
-    from kernelcast.graphs.run import start_run
-
-    settings = get_settings()
-    config = RunConfig(task=str(task), budget=budget, router=router, generator=generator,
-                       forecaster=forecaster, model=model or settings.model,
-                       device=device or settings.device, seed=seed, sizes=sizes,
-                       measure_per_round=measure_per_round, **extra)
-    with store_scope(store) as db:
-        return start_run(config, db, run_env(on_event))
-
-
-def resume(run_id: str, *, store: Store | None = None, on_event: Any = None) -> "RunResult":
-    """Continue a stopped run where it left off (nothing measured is bought twice)."""
-    from kernelcast.graphs.run import resume_run
-
-    with store_scope(store) as db:
-        return resume_run(run_id, db, run_env(on_event))
-
-
-def forecast(task: str | Path | Task, candidate: Candidate | str | Path | None = None,
-             params: dict[str, Any] | None = None, *, forecaster: str = DEFAULT_FORECASTER, model: str | None = None,
-             device: str | None = None, store: Store | None = None, hardware_spec: HardwareSpec | None = None,
-             record: bool = True) -> "Forecast":
-    """Forecast a candidate's speedup distribution without measuring it (and record the forecast)."""
-    from kernelcast.agents.forecast.base import record_forecast
-    from kernelcast.agents.registry import make_forecaster
-
-    settings = get_settings()
-    task_obj = as_task(task)
-    cand = make_candidate(task_obj, candidate, params)
-    with store_scope(store) as db:
-        spec = hardware_spec or _known_hardware(db, task_obj.backend, device or settings.device)
-        agent = make_forecaster(forecaster, store=db, device=spec.key, model=model or settings.model,
-                                api_base=settings.api_base)
-        result = agent.forecast(task_obj, cand, spec)
-        if record:
-            db.upsert_task(task_obj)
-            db.add_candidate(cand)
-            record_forecast(db, result, task_obj.name, cand.hash, spec.key)
-        return result
-
-
-def propose(task: str | Path | Task, parent: Candidate | str | Path | None = None, *,
-            generator: str = DEFAULT_GENERATOR, n: int = 4, model: str | None = None, seed: int = 0,
-            device: str | None = None, compile_check: bool = True, store: Store | None = None) -> "Proposals":
-    """New children of ``parent`` (default: the reference), validated by the generators' shared checks and
-    compiled on the device unless ``compile_check`` is off; nothing is measured or stored. The store tells
-    the generator what this device has measured already (so nothing known comes back)."""
-    from kernelcast.agents.generate.base import GenerationContext
-    from kernelcast.agents.registry import make_generator
-
-    settings = get_settings()
-    task_obj = as_task(task)
-    parent_cand = make_candidate(task_obj, parent)
-    worker = make_measurer(task_obj.backend, device or settings.device)
-    try:
-        gen = make_generator(generator, worker if compile_check else None, model or settings.model,
-                             settings.api_base)  # an unknown name or a missing model fails before any start
-        hardware = worker.start()  # the device's spec and key, also when not compiling
-        with store_scope(store) as db:
-            context = GenerationContext.from_store(db, task_obj, hardware.key, parent_cand, hardware=hardware,
-                                                   seed=seed)
-            return gen.propose(task_obj, parent_cand, context, n)
-    finally:
-        worker.close()
-
-
-def _known_hardware(store: Store, backend: str, device: str | None) -> HardwareSpec:
-    """The device's spec, from the store when it was seen before (no worker start needed)."""
-    known = [s for s in store.devices().values() if s.backend == backend]
-    if device is None and len(known) == 1:
-        return known[0]
-    spec = hardware(backend, device)
-    store.upsert_device(spec)
-    return spec
+__all__ = [
+    # the library's operations (kernelcast.measure, forecast, propose, optimize; Session)
+    "as_task", "candidate_file", "forecast", "hardware", "make_candidate", "measure", "optimize", "propose",
+    "resume", "run_env", "ProposalReport", "RunError",
+    # sessions: the caller writes the candidates
+    "Session", "SessionResult", "SessionStatus", "SubmitOutput", "SubmittedCandidate", "Suggestions", "as_submitted",
+    "finish_session", "session_status", "start_session", "submit_candidates", "suggest_parents",
+    # names a door offers, and run settings
+    "DEFAULT_FORECASTER", "DEFAULT_GENERATOR", "EXTERNAL", "FORECASTERS", "LOCAL_MODEL_PREFIX", "ROUTERS",
+    "SELECTABLE_GENERATORS", "ForecasterName", "GeneratorName", "RouterName", "RunConfig", "default",
+    "forecaster_spec", "generator_spec", "listed_router", "router_spec",
+    # a run's events and results, and what doors print of them
+    "RooflineVerdict", "RunResult", "ShownSpeedup", "Spend", "Throughput", "events", "interval_text", "logged",
+    "parse", "plural", "ranked", "run_roofline", "run_throughput", "shown_flags", "shown_speedups", "spend_text",
+    "throughput", "report_note", "write_report", "calibration_pairs", "calibration_plots", "score_calibration",
+    # the store
+    "RunRecord", "Store", "StoreError", "has_store", "open_store", "reading_store", "store_scope",
+    # devices
+    "DeviceRow", "WorkerError", "cluster_devices", "device_rows", "make_measurer",
+    # the forecaster's data and models
+    "CORPUS_MANIFEST", "MAX_SOURCE_CHARS", "REPORT_ROWS", "TrainingRow", "build_dataset", "eval_forecaster",
+    "evaluate_model", "export_model", "forecaster_dataset", "read_jsonl", "read_kernel_tuner", "store_kernel_tuner",
+    "train_model",
+    # task files, the chat's model
+    "missing", "write_task", "LLMError", "conversation_store", "model_client",
+]

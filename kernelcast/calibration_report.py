@@ -32,7 +32,7 @@ class CalibrationData:
 
 def load_pairs(store: Store, forecaster: str | None = None, model: str | None = None, task: str | None = None,
                include_failed_forecasts: bool = False) -> CalibrationData:
-    rows = store.measured_forecasts(forecaster=forecaster, model=model, task=task)
+    rows = store.forecasts.measured(forecaster=forecaster, model=model, task=task)
     probs, bins, speeds, tasks = [], [], [], []
     failed_meas = failed_fc = 0
     for row in rows:

@@ -29,6 +29,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 from pydantic import BaseModel
 
+from kernelcast import api
 from kernelcast import chat_tools as ops
 from kernelcast.chat_commands import ARGS, REGISTRY, CommandError, parse_command, validate_call
 from kernelcast.chat_protocol import ACTION_SCHEMA, NO_MODEL_HELP, Action, Message, model_messages
@@ -117,8 +118,6 @@ class ChatGraph:
         return {"call": {**parsed, "origin": "user"}, "next": "approve"}
 
     def agent(self, state: ChatState) -> dict[str, Any]:
-        from kernelcast.agents.llm.client import LLMError
-
         if self.client is None:
             return {"messages": [note(NO_MODEL_HELP)], "call": None, "next": "end"}
         steps = state.get("steps", 0)
@@ -129,7 +128,7 @@ class ChatGraph:
             reply = self.client.complete(model_messages(state["messages"]), schema=Action, json_schema=ACTION_SCHEMA,
                                          max_tokens=self.max_tokens)
             action = Action.model_validate(reply.parsed)
-        except LLMError as exc:
+        except api.LLMError as exc:
             if exc.kind == "parse" and exc.text and exc.text.strip():  # plain prose: the model answered
                 return {"messages": [{"role": "assistant", "content": exc.text.strip()}], "call": None,
                         "steps": steps + 1, "next": "end"}
@@ -212,19 +211,14 @@ class ChatSession:
     def __init__(self, model: str | None = None, session_id: str | None = None, *, home: Path | None = None,
                  api_base: str | None = None, max_steps: int = 4, max_tokens: int = 400,
                  on_event: ops.EventCallback | None = None, timeout_s: float = 120.0) -> None:
-        from kernelcast.graphs.search.graph import checkpointer
-
         settings = get_settings()
         self.model = model or settings.model
         self.session_id = session_id or new_session_id()
         self.client = None
         if self.model:
-            from kernelcast.agents.llm.client import LLMClient
-
             key = settings.api_key.get_secret_value() if settings.api_key else None
-            self.client = LLMClient(self.model, api_base or settings.api_base, key, timeout_s=timeout_s,
-                                    max_retries=1)
-        self._saver = checkpointer((home or settings.home) / "chat.db")
+            self.client = api.model_client(self.model, api_base or settings.api_base, key, timeout_s)
+        self._saver = api.conversation_store((home or settings.home) / "chat.db")
         self.graph = ChatGraph(self.client, max_steps, max_tokens, on_event).build().compile(checkpointer=self._saver)
         self.config: RunnableConfig = {"configurable": {"thread_id": self.session_id},
                                        "recursion_limit": 4 * max_steps + 10}

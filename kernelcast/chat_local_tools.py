@@ -11,9 +11,17 @@ from pydantic import BaseModel, Field
 
 from kernelcast import api
 from kernelcast import chat_tools as ops
-from kernelcast.agents.registry import DEFAULT_FORECASTER, EXTERNAL, ForecasterName
-from kernelcast.graphs.config import RunConfig
-from kernelcast.session_views import SessionResult, SessionStatus, SubmitOutput, Suggestions
+from kernelcast.api import (
+    DEFAULT_FORECASTER,
+    EXTERNAL,
+    ForecasterName,
+    RunConfig,
+    SessionResult,
+    SessionStatus,
+    SubmitOutput,
+    Suggestions,
+)
+from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.task import Task, read_kernel_file
 
 
@@ -40,10 +48,8 @@ def forecast_file(task: ops.TaskName, file: Annotated[str, Field(description="ke
 
 def write_run_report(run_id: str, compare: list[str] | None = None) -> ReportOutput:
     """/report RUN [--compare RUN]: write the run's HTML report with plots."""
-    from kernelcast.report import write_report
-
     with ops.clear_errors():
-        return ReportOutput(html=str(write_report(run_id, compare=compare or [])))
+        return ReportOutput(html=str(api.write_report(run_id, compare=compare or [])))
 
 
 # ---- sessions from the chat: SESSION defaults to the most recent unfinished one ---------------------
@@ -56,7 +62,7 @@ def current_session(session: str | None) -> str:
         return session
     if api.has_store():
         with ops.clear_errors(), api.reading_store() as store:
-            for run in store.runs(limit=200):
+            for run in store.runs.recent(limit=200):
                 if RunConfig.of_run(run).generator == EXTERNAL and run.status not in ("finished", "failed"):
                     return run.id
     raise ops.OperationError("no unfinished session: start one with /session start TASK")
@@ -76,9 +82,6 @@ def submit_files(files: Annotated[list[str], Field(min_length=1, description="ke
     submit kernel files as candidates (a kernel source gets the launch geometry given, else the parent's)."""
     from pathlib import Path
 
-    from kernelcast.session import as_submitted
-    from kernelcast.tools.core.candidate import Candidate
-
     with ops.clear_errors():
         items = []
         for name in files:
@@ -86,8 +89,8 @@ def submit_files(files: Annotated[list[str], Field(min_length=1, description="ke
             text = read_kernel_file(path, f"candidate file {name}")  # a FIFO or /dev/zero: one line, no hang
             geometry = {k: v for k, v in (("global_size", global_size), ("local_size", local_size),
                                           ("build_options", build_options)) if v is not None}
-            items.append(as_submitted(Candidate.model_validate_json(text)) if path.suffix == ".json" else
-                         as_submitted({"source": text, "intent": f"from {path.name}", **geometry}))
+            items.append(api.as_submitted(Candidate.model_validate_json(text)) if path.suffix == ".json" else
+                         api.as_submitted({"source": text, "intent": f"from {path.name}", **geometry}))
     return ops.submit_candidates(current_session(session), items, parent, on_event=on_event)
 
 

@@ -20,23 +20,37 @@ from typing import Annotated, Any, Literal, get_type_hints
 from pydantic import BaseModel, Field, ValidationError, create_model
 
 from kernelcast import api
-from kernelcast import session as sessions
-from kernelcast.agents.registry import DEFAULT_FORECASTER, DEFAULT_GENERATOR, ForecasterName, GeneratorName
-from kernelcast.graphs.config import default, listed_router
-from kernelcast.graphs.route.routers import RouterName
-from kernelcast.graphs.search.result import RunResult, interval_text, plural
-from kernelcast.graphs.search.roofline import Throughput, throughput
-from kernelcast.graphs.search.session_graph import SubmittedCandidate
-from kernelcast.session_views import SessionResult, SessionStatus, SubmitOutput, Suggestions
-from kernelcast.throughput import shown_flags
+from kernelcast.api import (
+    DEFAULT_FORECASTER,
+    DEFAULT_GENERATOR,
+    LOCAL_MODEL_PREFIX,
+    ForecasterName,
+    GeneratorName,
+    RouterName,
+    RunError,
+    RunRecord,
+    RunResult,
+    SessionResult,
+    SessionStatus,
+    StoreError,
+    SubmitOutput,
+    SubmittedCandidate,
+    Suggestions,
+    Throughput,
+    WorkerError,
+    default,
+    interval_text,
+    listed_router,
+    plural,
+    shown_flags,
+    throughput,
+)
 from kernelcast.tools.core.bins import BIN_NAMES
 from kernelcast.tools.core.candidate import Candidate, candidate_from_source
 from kernelcast.tools.core.errors import InputError
 from kernelcast.tools.core.measurement import Measurement
+from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools.core.task import BufferArg, LocalArg, Task, builtin_task_paths, load_task, resolve_task_in_roots
-from kernelcast.tools.hardware.worker import WorkerError
-from kernelcast.tools.store.records import RunRecord
-from kernelcast.tools.store.store import StoreError
 
 Sizes = Literal["full", "small"]
 Router = RouterName  # the names of the registries (graphs.routers, agents.registry), as Literals
@@ -65,8 +79,6 @@ class OperationError(InputError, ValueError):
 @contextmanager
 def clear_errors() -> Iterator[None]:
     """Turn the errors bad input can cause anywhere below into :class:`OperationError`."""
-    from kernelcast.graphs.run import RunError
-
     try:
         yield
     except OperationError:
@@ -94,8 +106,6 @@ def _one_line(exc: BaseException, limit: int = 300) -> str:
 def confined_task(task: str) -> Task:
     """A built-in task or a task file under the configured task roots: tool callers (MCP clients, the chat's
     model) cannot make the server read any other file, nor learn whether it exists."""
-    from kernelcast.tools.core.settings import get_settings
-
     return resolve_task_in_roots(task, get_settings().task_roots)
 
 
@@ -103,12 +113,9 @@ def confined_model(model: str | None) -> str | None:
     """``model`` as given, unless it names a model on this machine (``local:PATH``): then PATH must lie under the
     server's model roots (``<KERNELCAST_HOME>/models`` and KERNELCAST_MODEL_PATH), symlinks resolved. A path
     outside them and a missing one get the same message, so a tool caller learns nothing of the disk."""
-    from kernelcast.agents.forecast.local import LOCAL_PREFIX
-    from kernelcast.tools.core.settings import get_settings
-
-    if model is None or not model.startswith(LOCAL_PREFIX):
+    if model is None or not model.startswith(LOCAL_MODEL_PREFIX):
         return model
-    name = model[len(LOCAL_PREFIX):]
+    name = model[len(LOCAL_MODEL_PREFIX):]
     shown = name if len(name) <= 120 else name[:120] + "..."
     refused = OperationError(f"model 'local:{shown}' is not a model under the server's model roots (its "
                              "KERNELCAST_HOME/models folder and KERNELCAST_MODEL_PATH); tool callers may load no "
@@ -124,7 +131,7 @@ def confined_model(model: str | None) -> str | None:
         raise refused from None
     if not inside:
         raise refused
-    return LOCAL_PREFIX + str(path)
+    return LOCAL_MODEL_PREFIX + str(path)
 
 
 # ---- outputs ------------------------------------------------------------------------
@@ -337,13 +344,13 @@ def get_run(run_id: Annotated[str, Field(description="run id (or a unique prefix
     if not api.has_store():
         raise OperationError(f"no run with id {run_id!r} (nothing has run yet)")
     with clear_errors(), api.reading_store() as store:
-        run = store.run(run_id)
+        run = store.runs.get(run_id)
         if run is None:
             raise OperationError(f"no run with id {run_id!r} (see list_runs)")
         info = _run_info(run)
         delivered = info.result.answer.candidate_hash if info.result else None
         if delivered:
-            best = store.candidate(delivered)
+            best = store.candidates.get(delivered)
             info.best_source = best.source if best else None
         return info
 
@@ -354,7 +361,7 @@ def list_runs(task: Annotated[str | None, Field(description="only runs of this t
     if not api.has_store():
         return RunList(runs=[])  # nothing has run yet
     with clear_errors(), api.reading_store() as store:
-        return RunList(runs=[_run_info(run) for run in store.runs(task=task, limit=limit)])
+        return RunList(runs=[_run_info(run) for run in store.runs.recent(task=task, limit=limit)])
 
 
 def compare_runs(run_ids: Annotated[list[str], Field(min_length=1, description="run ids to compare")]) -> RunList:
@@ -383,9 +390,9 @@ def start_session(task: TaskName,
     with clear_errors():
         t = confined_task(task)
         chosen = task if task in builtin_task_paths() else str(t.path.resolve())
-        session_id = sessions.start_session(chosen, budget, router, risk, sizes=sizes, forecaster=forecaster,
-                                            measure_per_round=measure_per_round, seed=seed)
-        return sessions.session_status(session_id)
+        session_id = api.start_session(chosen, budget, router, risk, sizes=sizes, forecaster=forecaster,
+                                       measure_per_round=measure_per_round, seed=seed)
+        return api.session_status(session_id)
 
 
 def suggest_parents(session: SessionId,
@@ -394,7 +401,7 @@ def suggest_parents(session: SessionId,
     """The kernels the search wants mutated next (PUCT; the first is its choice), each with its source,
     measured or forecast speedup, errors, the children already tried, plus the device's hardware spec."""
     with clear_errors():
-        return sessions.suggest_parents(session, count)
+        return api.suggest_parents(session, count)
 
 
 def submit_candidates(session: SessionId,
@@ -408,20 +415,20 @@ def submit_candidates(session: SessionId,
     (measured, trusted, pruned or deferred, with the reason) under the session's budget; measurements are
     reported as progress."""
     with clear_errors():
-        return sessions.submit_candidates(session, parent, candidates, on_event=on_event)
+        return api.submit_candidates(session, parent, candidates, on_event=on_event)
 
 
 def session_status(session: SessionId) -> SessionStatus:
     """Where a session stands: budget spent and left, tree outcomes, best so far, the last submission."""
     with clear_errors():
-        return sessions.session_status(session)
+        return api.session_status(session)
 
 
 def finish_session(session: SessionId, on_event: EventCallback | None = None) -> SessionResult:
     """Finish a session: verify trusted nodes, confirm the best with a re-measurement and an interval, write
     the report; returns the confirmed best and the report path."""
     with clear_errors():
-        return sessions.finish_session(session, on_event=on_event)
+        return api.finish_session(session, on_event=on_event)
 
 
 # ---- shared helpers ---------------------------------------------------------------------
@@ -456,7 +463,7 @@ def measure_candidate(task: Task, candidate: Candidate, sizes: Sizes = "full") -
         rate = None
         if m.ok:
             with api.reading_store() as store:
-                hw = store.devices().get(m.device)
+                hw = store.devices.all().get(m.device)
                 rate = throughput(task, m, hw, store) if hw is not None else None
         return MeasureOutput.of(m, rate)
 

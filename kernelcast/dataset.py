@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Literal
 
 from kernelcast.agents.factory import SEED_DATASET, foreign_seed, measured_on_builtins
-from kernelcast.agents.forecast.learned import task_lookup
 from kernelcast.agents.generate.base import GenerationContext
 from kernelcast.agents.generate.offline import OfflineGenerator
 from kernelcast.agents.train.data import CORPUS_MANIFEST, DatasetManifest, build_rows, plan_split, suite_split, write_dataset
@@ -24,6 +23,7 @@ from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import HardwareSpec, MeasureConfig, Measurement
 from kernelcast.tools.core.task import Task
 from kernelcast.tools.hardware.measurers.base import Measurer
+from kernelcast.tools.store.pairs import read_pairs
 from kernelcast.tools.store.store import Store
 
 TEMPLATE_SHARE = 0.75
@@ -57,10 +57,10 @@ def build_dataset(tasks: Iterable[Task], store: Store, worker: Measurer, per_tas
     device = worker.hardware_spec().key
     plan: list[tuple[Task, Candidate]] = []
     for task in tasks:
-        store.upsert_task(task)
-        store.upsert_device(worker.hardware_spec())
-        done = {m.candidate_hash for m in store.measurements(task=task.name, device=device, sizes=config.sizes,
-                                                             fingerprint=task.fingerprint)}
+        store.tasks.upsert(task)
+        store.devices.upsert(worker.hardware_spec())
+        done = {m.candidate_hash for m in store.ledger.find(task=task.name, device=device, sizes=config.sizes,
+                                                            fingerprint=task.fingerprint)}
         plan += [(task, c) for c in candidate_pool(task, per_task, seed, worker) if c.hash not in done]
     if limit is not None:
         plan = plan[:limit]
@@ -68,9 +68,9 @@ def build_dataset(tasks: Iterable[Task], store: Store, worker: Measurer, per_tas
     for task in dict.fromkeys(t for t, _ in plan):  # one measure_many per task: all workers busy
         cands = [c for t, c in plan if t is task]
         for cand in cands:
-            store.add_candidate(cand)
+            store.candidates.add(cand)
         for cand, result in worker.measure_many(task, cands, config):
-            store.add_measurement(result)  # stored as it arrives: an interrupted build resumes from here
+            store.ledger.add(result)  # stored as it arrives: an interrupted build resumes from here
             done_count += 1
             if on_progress is not None:
                 on_progress(task, cand, result, done_count, len(plan))
@@ -88,13 +88,15 @@ def forecaster_dataset(store: Store | None, out: Path, include_seed: bool = True
     devices: dict[str, HardwareSpec] = {}
     if store is not None:
         # every size: build_rows keeps the full-size pairs and counts the others as dropped, by sizes
-        pairs += [(c, m, "store") for c, m in store.measured_pairs(sizes=None)]  # type: ignore[arg-type]
-        devices.update(store.devices())
+        pairs += [(c, m, "store") for c, m in store.ledger.measured_pairs(sizes=None)]  # type: ignore[arg-type]
+        devices.update(store.devices.all())
     if include_seed and SEED_DATASET.exists():
-        seed_pairs, seed_devices = foreign_seed(*Store.read_pairs(SEED_DATASET), devices)
+        seed_pairs, seed_devices = foreign_seed(*read_pairs(SEED_DATASET), devices)
         pairs += [(c, m, "seed") for c, m in measured_on_builtins(seed_pairs)]
         devices = {**seed_devices, **devices}
     suites, held = suite_split(corpus_manifest)
+    from kernelcast.agents.forecast.learned import task_lookup  # scikit-learn: loaded when a dataset is written
+
     rows, dropped = build_rows(pairs, devices, task_lookup(store), suites, max_source_chars)
     if not rows:
         raise ValueError("no correct measured pair to build a dataset from (measure some with `kernelcast dataset "

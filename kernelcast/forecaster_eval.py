@@ -22,7 +22,6 @@ from pydantic import BaseModel
 from scipy.stats import spearmanr
 
 from kernelcast.agents.forecast.base import Forecaster
-from kernelcast.agents.forecast.blend import BlendedForecaster
 from kernelcast.agents.forecast.local import LocalModelForecaster
 from kernelcast.agents.train.data import TrainingRow
 from kernelcast.calibration_report import CalibrationData, evaluate
@@ -94,6 +93,8 @@ def score_rows(name: str, probs: np.ndarray, rows: Sequence[TrainingRow], failed
 def tasks_seen(forecaster: Forecaster) -> set[str]:
     """The tasks a forecaster learned from, where it records them: a trained model's training rows' tasks, the
     blended forecaster's training set's (empty for the others: the prior and remote models learn nothing of ours)."""
+    from kernelcast.agents.forecast.blend import BlendedForecaster  # scikit-learn: loaded only to evaluate
+
     if isinstance(forecaster, LocalModelForecaster):
         return forecaster.trained_tasks()
     if isinstance(forecaster, BlendedForecaster):

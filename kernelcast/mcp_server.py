@@ -42,8 +42,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
-from kernelcast.graphs.events import Spend, parse
-from kernelcast.graphs.search.result import spend_text
+from kernelcast.api import Spend, parse, spend_text
 from kernelcast.tools.core.errors import InputError, KernelcastError
 from kernelcast.tools_registry import TOOLS, spec
 

@@ -38,6 +38,7 @@ from kernelcast.graphs.search.result import (
 )
 from kernelcast.graphs.search.roofline import RooflineVerdict, Throughput, run_throughput
 from kernelcast.graphs.search.tree import DECISION_OUTCOME
+from kernelcast.stores import has_store, reading_store
 from kernelcast.tools.core.bins import BIN_NAMES, NUM_BINS
 from kernelcast.tools.core.errors import InputError
 from kernelcast.tools.core.measurement import Measurement
@@ -103,11 +104,11 @@ class RunData:
 
 # ---- data from the store ----------------------------------------------------------------
 def load_run(store: Store, run_id: str) -> RunData:
-    run = store.run(run_id)
+    run = store.runs.get(run_id)
     if run is None:
         raise ReportError(f"no run with id {run_id!r} (see `kernelcast runs`)")
-    events = store.events(run.id)
-    measurements = store.measurements(run_id=run.id)
+    events = store.events.find(run.id)
+    measurements = store.ledger.find(run_id=run.id)
     root, tree = rebuild_tree(events)
     shown = shown_speedups(measurements)
     top = next(iter(ranked(shown)), None)
@@ -155,7 +156,7 @@ def forecast_pairs(store: Store, run_id: str, measurements: Sequence[Measurement
     routing was decided on (a child carried over is forecast once per round)."""
     measured = {m.candidate_hash: m for m in measurements if m.phase != "confirm"}
     pairs = []
-    for f in store.latest_forecasts(run_id).values():
+    for f in store.forecasts.latest(run_id).values():
         m = measured.get(f.candidate_hash)
         if m is None:
             continue
@@ -342,10 +343,10 @@ class TopKernel:
 def top_kernels(store: Store, run: RunData, n: int = 5) -> list[TopKernel]:
     """The run's best kernels in the order the run stands on them (confirmed first: the reported best leads),
     each with a unified diff against the reference."""
-    reference = store.candidate(run.root) if run.root else None
+    reference = store.candidates.get(run.root) if run.root else None
     out = []
     for shown in ranked(run.shown)[:n]:
-        cand = store.candidate(shown.candidate_hash)
+        cand = store.candidates.get(shown.candidate_hash)
         if cand is None:
             continue
         ref_lines = reference.source.splitlines(keepends=True) if reference else []
@@ -362,13 +363,12 @@ def top_kernels(store: Store, run: RunData, n: int = 5) -> list[TopKernel]:
 def write_report(run_id: str, compare: Sequence[str] = (), out: str | Path | None = None,
                  store: Store | None = None) -> Path:
     """Write ``report.html`` and the PNGs; returns the HTML path (default folder: the run folder)."""
-    from kernelcast import api
     from kernelcast.tools.core.settings import get_settings
 
-    if store is None and not api.has_store():
+    if store is None and not has_store():
         raise ReportError(f"no run with id {run_id!r}: nothing has run yet ({get_settings().db_path} does not exist)")
     try:
-        with nullcontext(store) if store is not None else api.reading_store() as db:
+        with nullcontext(store) if store is not None else reading_store() as db:
             run = load_run(db, run_id)
             others = [load_run(db, other) for other in compare if other != run.run_id]
             top = top_kernels(db, run)

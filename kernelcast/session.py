@@ -114,19 +114,19 @@ class LiveSession:
             for _ in self.app.stream(graph_input, self.graph_config, stream_mode="updates"):
                 pass
         except SearchFailed as exc:
-            self.store.update_run(self.session_id, status="failed")
+            self.store.runs.update(self.session_id, status="failed")
             raise SessionError(str(exc)) from None
         finally:
             self.ctx.env = quiet
         if not self.snapshot().next:  # the report step has written the final row
             return
-        self.store.update_run(self.session_id, spent=self.store.measurement_totals(self.session_id)[0])
+        self.store.runs.update(self.session_id, spent=self.store.ledger.totals(self.session_id)[0])
 
     def close(self, status: str | None = "waiting") -> None:
         """Release the measurer and connections; ``status`` (unless None) marks the row as not driven."""
         if status:
-            self.store.update_run(self.session_id, status=status,
-                                  spent=self.store.measurement_totals(self.session_id)[0])
+            self.store.runs.update(self.session_id, status=status,
+                                   spent=self.store.ledger.totals(self.session_id)[0])
         self.measurer.close()
         self.saver.conn.close()
         self.store.close()
@@ -189,7 +189,7 @@ def close_session(session: str, home: Path | None = None) -> None:
 
 
 def _row(store: Store, session: str) -> RunRecord:
-    row = store.run(session)
+    row = store.runs.get(session)
     if row is None:
         raise SessionError(f"no session with id {session!r} (start_session returns one)")
     generator = RunConfig.of_run(row).generator
@@ -234,7 +234,7 @@ def _open_locked(session: str, home: Path | None) -> tuple[LiveSession | None, R
             measurer.close()
         store.close()
         raise
-    store.claim_run(row.id)
+    store.runs.claim(row.id)
     try:
         with live.lock:
             snap = live.snapshot()
@@ -360,7 +360,7 @@ def session_status(session: str, *, home: Path | None = None) -> SessionStatus:
         return SessionStatus(session=row.id, task=row.task, device=row.device,
                              state=row.status if finished else "awaiting_candidates",
                              router=RunConfig.of_run(row).router, budget=row.budget,
-                             spent=store.measurement_totals(row.id)[0], measurements_left=left,
+                             spent=store.ledger.totals(row.id)[0], measurements_left=left,
                              submissions=state.get("submissions", 0), counts=counts,
                              best_hash=best.candidate_hash if best else None, best_speedup=answer.speedup, best=best,
                              answer=answer,
@@ -399,7 +399,7 @@ def finish_session(session: str, *, on_event: EventCallback | None = None, home:
         row = _row(store, row.id)
         result = RunResult.model_validate(row.summary)
         answer = result.answer.candidate_hash  # the reference when no candidate beat it significantly
-        best = store.candidate(answer) if answer else None
+        best = store.candidates.get(answer) if answer else None
         page, problem = _html_report(store, result)
         return SessionResult(session=row.id, result=result, report=str(page or Path(result.folder) / "README.md"),
                              readme=str(Path(result.folder) / "README.md"), report_problem=problem,
@@ -543,7 +543,7 @@ class Session:
         close_session(self.id, self.home)
         store = Store(db)
         try:
-            store.update_run(self.id, status="failed")
+            store.runs.update(self.id, status="failed")
         finally:
             store.close()
         exc.add_note(f"session {self.id} had no candidate yet and was closed (nothing was spent)")

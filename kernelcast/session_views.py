@@ -240,7 +240,7 @@ def delivered(answer: Answer) -> ShownSpeedup | None:
 
 def shown_best(store: Store, run_id: str, key: str | None) -> ShownSpeedup | None:
     """The shown speedup of node ``key`` of a run (None: no key, or no correct measurement of it)."""
-    return shown_speedups(store.measurements(run_id=run_id)).get(key) if key else None
+    return shown_speedups(store.ledger.find(run_id=run_id)).get(key) if key else None
 
 
 def _forecast_speedup(summary: ForecastSummary | None) -> float | None:
@@ -257,12 +257,10 @@ def _forecast_view(summary: ForecastSummary | None) -> ForecastView | None:
 
 def round_results(store: Store, run_id: str, state: SessionState) -> list[CandidateResult]:
     """The last submission's candidates, each with its verdict, forecast, routing decision and measurement."""
-    from kernelcast.graphs.events import Route
-
     nodes = state.get("nodes", {})
-    routes = {e.candidate_hash: Route.model_validate(e.payload) for e in store.events(run_id, kind="route")}
+    routes = store.decisions.last_of_run(run_id)
     bought: dict[str, Measurement] = {}
-    for m in store.measurements(run_id=run_id):
+    for m in store.ledger.find(run_id=run_id):
         if m.phase != "confirm":
             bought.setdefault(m.candidate_hash, m)
     out = []
@@ -294,7 +292,7 @@ def parent_suggestion(store: Store, state: SessionState, key: str, selected: boo
     """A node the caller may extend, with the feedback a generator needs (from the tree and the store)."""
     nodes = state["nodes"]
     node = nodes[key]
-    cand = store.candidate(key)
+    cand = store.candidates.get(key)
     assert cand is not None, f"candidate {key} missing from the store"
     speedup: float | None
     if node["outcome"] == "root":

@@ -9,7 +9,7 @@ from __future__ import annotations
 import atexit
 from typing import Any
 
-from kernelcast.api import run_env
+from kernelcast.app.runs import run_env
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.run import create_run, open_measurer, open_run, prepare_run
 from kernelcast.graphs.search.graph import build_graph
@@ -28,7 +28,7 @@ def make_graph(config: dict[str, Any] | None = None) -> Any:
     measurer = open_measurer(run_config, task.backend, store)
     atexit.register(measurer.close)  # the tooling owns the graph for the process's life; the workers go with it
     env = run_env()
-    if store.run(run_id) is None:
+    if store.runs.get(run_id) is None:
         ctx = create_run(run_config, store, env, measurer, run_id=run_id)
     else:
         ctx = open_run(run_id, run_config, store, env, measurer)

@@ -13,8 +13,7 @@ from pydantic import BaseModel
 
 from kernelcast import chat_local_tools as local
 from kernelcast import chat_tools as ops
-from kernelcast.agents.registry import FORECASTERS, SELECTABLE_GENERATORS
-from kernelcast.graphs.route.routers import ROUTERS
+from kernelcast.api import FORECASTERS, ROUTERS, SELECTABLE_GENERATORS
 
 USAGE_WIDTH = 40  # the /help column where summaries start
 

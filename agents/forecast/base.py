@@ -135,9 +135,9 @@ def record_forecast(store: "Store", forecast: Forecast, task: str, candidate_has
                     run_id: str | None = None) -> int:
     """Write a forecast to the store (one row per forecast; calibration joins it with measurements later)."""
     prov = forecast.provenance
-    return store.add_forecast(task, candidate_hash, device, prov.forecaster, prov.model or "",
-                              list(forecast.probabilities), forecast.predicted_bin, forecast.confidence,
-                              forecast.failed, forecast.reasoning, prov.model_dump(), run_id=run_id)
+    return store.forecasts.add(task, candidate_hash, device, prov.forecaster, prov.model or "",
+                               list(forecast.probabilities), forecast.predicted_bin, forecast.confidence,
+                               forecast.failed, forecast.reasoning, prov.model_dump(), run_id=run_id)
 
 
 @runtime_checkable
@@ -156,6 +156,23 @@ class LearnsFromMeasurements(Protocol):
     """A forecaster that a search can teach with its own measurements as they arrive."""
 
     def learn(self, pairs: Sequence[tuple[Candidate, Measurement]], hardware: Mapping[str, HardwareSpec]) -> bool: ...
+
+
+@dataclass(frozen=True)
+class CertifiedSkill:
+    """A forecaster's rank skill on a task and device before the run measures anything, from held-out data it
+    already has (Spearman of its forecasts against measured ln S over ``pairs`` kernels), and how it was read."""
+
+    rho: float
+    pairs: int
+    why: str
+
+
+@runtime_checkable
+class CertifiesRankSkill(Protocol):
+    """A forecaster that can certify its within-task rank skill on a device from data it holds (None: it cannot)."""
+
+    def certified_skill(self, task: Task, hardware: HardwareSpec) -> CertifiedSkill | None: ...
 
 
 # ---- repairing raw model output -------------------------------------------------

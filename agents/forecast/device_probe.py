@@ -18,7 +18,7 @@ per work-group against 55 ns measured on an AMD EPYC with Intel's runtime, where
 PoCL read about 0),
 and they decide the ranking of tiled kernels on a CPU (a GPU's are not probed:
 the prior does not use them there). The results are stored per device key
-(``Store.set_device_probe``), so every later run reuses them.
+(``store.devices.set_probe``), so every later run reuses them.
 
 A fourth probe (``data/probes/compute_peak``: sixteen independent multiply-add chains per work-item) measures the
 device's compute roof, as the triad measures its bandwidth. Only the roofline verdict reads it
@@ -212,8 +212,8 @@ def ensure_compute_peak(store: "Store | None", hw: HardwareSpec, worker: Measure
     if stored_probe(store, hw, COMPUTE_PROBE) is not None:
         return
     measured = run_compute_probe(worker)
-    store.set_device_probe(hw.key, COMPUTE_PROBE, measured if measured else UNAVAILABLE,
-                           {"task": COMPUTE_TASK.parent.name})
+    store.devices.set_probe(hw.key, COMPUTE_PROBE, measured if measured else UNAVAILABLE,
+                            {"task": COMPUTE_TASK.parent.name})
 
 
 UNAVAILABLE = -1.0  # stored in place of launch costs the device cannot give, so no run asks again
@@ -221,24 +221,24 @@ UNAVAILABLE = -1.0  # stored in place of launch costs the device cannot give, so
 
 def store_probes(store: "Store", hw: HardwareSpec, bandwidth: Bandwidth, detail: dict[str, str]) -> None:
     """Keep a device's probe results (``detail``: where the triad came from) for every later run."""
-    store.set_device_probe(hw.key, PROBE, bandwidth.bytes_per_s, detail)
+    store.devices.set_probe(hw.key, PROBE, bandwidth.bytes_per_s, detail)
     store_costs(store, hw, bandwidth.costs)
 
 
 def store_costs(store: "Store", hw: HardwareSpec, costs: CpuCosts | None) -> None:
     """Keep the launch costs, or that the device has none to give (:data:`UNAVAILABLE`)."""
     detail = {"task": COSTS_TASK.parent.name}
-    store.set_device_probe(hw.key, WORK_GROUP_PROBE, costs.work_group_s if costs else UNAVAILABLE, detail)
-    store.set_device_probe(hw.key, SCATTER_PROBE, costs.scattered_store_s if costs else UNAVAILABLE, detail)
-    store.set_device_probe(hw.key, SIMD_PROBE, costs.simd_lanes if costs else UNAVAILABLE,
-                           {"task": SIMD_TASK.parent.name})
+    store.devices.set_probe(hw.key, WORK_GROUP_PROBE, costs.work_group_s if costs else UNAVAILABLE, detail)
+    store.devices.set_probe(hw.key, SCATTER_PROBE, costs.scattered_store_s if costs else UNAVAILABLE, detail)
+    store.devices.set_probe(hw.key, SIMD_PROBE, costs.simd_lanes if costs else UNAVAILABLE,
+                            {"task": SIMD_TASK.parent.name})
 
 
 def stored_probe(store: "Store", hw: HardwareSpec, name: str) -> float | None:
     """A stored probe's value when it is one the probe can have produced (a positive triad; a cost or a lane count
     of zero or more, or :data:`UNAVAILABLE`), else None: a row that is missing, damaged or edited out of range is
     probed again and overwritten, never trusted."""
-    value = store.device_probe(hw.key, name)
+    value = store.devices.probe(hw.key, name)
     if value is None:
         return None
     if name == PROBE:

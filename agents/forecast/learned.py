@@ -40,10 +40,15 @@ SAVE_FORMAT = 1
 TaskLookup = Callable[[str], Task] | Mapping[str, Task]
 
 
+class _Pairs(Protocol):
+    def measured_pairs(self, device: str | None = None, sizes: str = "full") -> list[tuple[Candidate, Measurement]]: ...
+
+
 class MeasuredPairs(Protocol):
     """The part of ``kernelcast.tools.store.store.Store`` training needs (agents only reads data through it)."""
 
-    def measured_pairs(self, device: str | None = None, sizes: str = "full") -> list[tuple[Candidate, Measurement]]: ...
+    @property
+    def ledger(self) -> _Pairs: ...
 
 
 # ---- training data --------------------------------------------------------------------
@@ -139,14 +144,21 @@ def measured_task(lookup: Callable[[str], Task], name: str, fingerprint: str | N
     return builtin if builtin is not None and builtin.owns(fingerprint) else None
 
 
+class _Paths(Protocol):
+    def paths(self) -> dict[str, str]: ...
+
+
 class TaskPaths(Protocol):
-    def task_paths(self) -> dict[str, str]: ...
+    """The part of ``kernelcast.tools.store.store.Store`` a task lookup needs: where its tasks were loaded from."""
+
+    @property
+    def tasks(self) -> _Paths: ...
 
 
 def task_lookup(store: TaskPaths | None = None, known: Mapping[str, Task] | None = None) -> Callable[[str], Task]:
     """Tasks by name: ones already loaded (``known``), else the file the store recorded for the name (tasks
     loaded from a path), else a built-in. Raises TaskError for a name none of them knows."""
-    paths = store.task_paths() if store is not None else {}
+    paths = store.tasks.paths() if store is not None else {}
     cache: dict[str, Task] = dict(known or {})
 
     def lookup(name: str) -> Task:
@@ -211,8 +223,8 @@ class LearnedForecaster:
         Device specs come from ``hardware`` or else the store's own device table.
         """
         if hardware is None and hasattr(store, "devices"):
-            hardware = store.devices()
-        return cls(**kwargs).fit(training_set(store.measured_pairs(device=device, sizes="full"), tasks, hardware))
+            hardware = store.devices.all()
+        return cls(**kwargs).fit(training_set(store.ledger.measured_pairs(device=device, sizes="full"), tasks, hardware))
 
     def fit(self, data: TrainingSet, weights: Sequence[float] | np.ndarray | None = None) -> "LearnedForecaster":
         """Train (or stay untrained below ``min_samples``); calibration uses out-of-fold predictions.

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kernelcast.agents.forecast.base import Forecast, Forecaster, Provenance
+from kernelcast.agents.forecast.base import CertifiedSkill, Forecast, Forecaster, Provenance
 from kernelcast.agents.forecast.distributions import lognormal_bins
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement
@@ -36,6 +36,7 @@ BASE_SD = 0.15  # ln S sd of a forecast from an identical device (run-to-run noi
 SD_PER_DISTANCE = 0.25  # added per unit of device distance (another vendor is 1.5 units away, see device_distance)
 AGREEMENT_GAIN = 3.0  # how strongly a source's rank agreement with the target's measurements reweighs it
 MIN_PAIRS = 3  # target measurements before agreement moves weights
+CERTIFY_SLACK = 0.5  # a source certifies the target's skill when its nearest other source is this near as far
 
 
 def device_distance(a: HardwareSpec, b: HardwareSpec) -> float:
@@ -88,9 +89,9 @@ class TransferForecaster:
         """The other devices' ln S of this task's candidates (their latest correct full-size rows)."""
         key = (task.fingerprint, hardware.key)
         if key not in self._sources:
-            devices = self.store.devices()
+            devices = self.store.devices.all()
             by_device: dict[str, dict[str, float]] = {}
-            for device, key_, speedup in self.store.correct_speedups(task.name, task.fingerprint, SOURCES):
+            for device, key_, speedup in self.store.ledger.correct_speedups(task.name, task.fingerprint, SOURCES):
                 if device != hardware.key and device not in self.exclude_devices:
                     by_device.setdefault(device, {})[key_] = math.log(speedup)
             self._sources[key] = [_Source(devices[d], values, device_distance(hardware, devices[d]))
@@ -138,6 +139,48 @@ class TransferForecaster:
         sd = math.sqrt(between ** 2 + (BASE_SD + SD_PER_DISTANCE * nearest) ** 2)
         names = ", ".join(s.spec.name for s, _ in speaking[:3]) + ("..." if len(speaking) > 3 else "")
         return mean, sd, names
+
+    def certified_skill(self, task: Task, hardware: HardwareSpec) -> CertifiedSkill | None:
+        """The rank skill this forecaster showed on a source device standing where the target stands: each source
+        in turn forecast from the others alone (as the target is), Spearman of that forecast against its own ln
+        S, read from the source whose nearest other source is as far as the target's nearest (within
+        CERTIFY_SLACK units of distance). None with fewer than three sources or no source in the target's
+        place: a GPU of another vendor than all its sources is certified by nothing, since sources of one vendor
+        only ever forecast each other (the W6600 from three NVIDIA GPUs: their mutual 0.84-0.96 said nothing of
+        its 0.33-0.43, issue 63)."""
+        from scipy.stats import spearmanr
+
+        sources = self.sources(task, hardware)
+        if len(sources) < 3:
+            return None
+        nearest = min(s.distance for s in sources)
+        best: tuple[float, CertifiedSkill] | None = None
+        for held in sources:
+            others = [_Source(s.spec, s.log_speedups, device_distance(held.spec, s.spec)) for s in sources
+                      if s is not held]
+            gap = abs(min(o.distance for o in others) - nearest)
+            if gap > CERTIFY_SLACK or (best is not None and best[0] <= gap):
+                continue
+            keys = [k for k in held.log_speedups if any(k in o.log_speedups for o in others)]
+            if len(keys) < 2 * MIN_PAIRS:
+                continue
+            forecast = [self.belief(k, others) for k in keys]
+            rho = spearmanr([f[0] for f in forecast if f is not None],
+                            [held.log_speedups[k] for k, f in zip(keys, forecast, strict=True) if f is not None]
+                            ).statistic
+            if np.isfinite(rho):
+                best = (gap, CertifiedSkill(float(rho), len(keys), f"{held.spec.name} forecast from the other "
+                                            f"sources alone ranked its {len(keys)} kernels at Spearman {rho:.2f}"))
+        return best[1] if best is not None else None
+
+    def ranked(self, task: Task, hardware: HardwareSpec) -> list[tuple[float, str]]:
+        """(forecast ln S mean, hash) of every kernel another device measured or recorded, best first: the
+        forecaster's ranking of the space it knows, read from its sources without building a forecast per kernel
+        (a recorded GPU space has 4,000-11,000), as it stands after what :meth:`learn` has taught it."""
+        sources = self.sources(task, hardware)
+        known = {key for source in sources for key in source.log_speedups}
+        means = ((belief[0], key) for key in known if (belief := self.belief(key, sources)) is not None)
+        return sorted(means, key=lambda pair: (-pair[0], pair[1]))
 
     def learn(self, pairs: Sequence[tuple[Candidate, Measurement]], hardware: Mapping[str, HardwareSpec]) -> bool:
         """Take the run's measurements of the target: measured kernels are forecast as measured, and each source

@@ -161,6 +161,9 @@ class GenerationContext(BaseModel):
     known_hashes: set[str] = Field(default_factory=set)  # store + search: never propose these again
     measured_points: list[dict[str, Any]] = Field(default_factory=list)  # template points measured on this device
     tried: list[Tried] = Field(default_factory=list)  # every kernel measured on this device (all generators)
+    guided: list[dict[str, Any]] = Field(default_factory=list)  # template points the forecaster ranks best, best
+    # first (agents.generate.guided): proposed before the generator's own choice of points
+    template_only: bool = False  # the device answers template points only (a replayed recording): no generic edits
 
     @field_validator("parent_report")
     @classmethod
@@ -188,18 +191,18 @@ class GenerationContext(BaseModel):
         Only measurements on ``device`` at the run's size set count: a kernel measured elsewhere, or only at
         the other sizes (a quick run at small sizes before the real one), is still new here.
         """
-        measurements = store.measurements(task=task.name, device=device, sizes=sizes, fingerprint=task.fingerprint,
-                                          visible_to=run_id)
+        measurements = store.ledger.find(task=task.name, device=device, sizes=sizes, fingerprint=task.fingerprint,
+                                         visible_to=run_id)
         best: dict[str, float] = {}
         for m in measurements:
             if m.ok and m.speedup is not None:
                 best[m.candidate_hash] = m.speedup  # later rows win: the latest measurement of each kernel
         ranked = []
         for key, speedup in sorted(best.items(), key=lambda kv: -kv[1])[:best_k]:
-            candidate = store.candidate(key)
+            candidate = store.candidates.get(key)
             if candidate is not None:
                 ranked.append((candidate, speedup))
-        latest = store.latest_measurement(parent.hash, device, sizes, fingerprint=task.fingerprint, visible_to=run_id)
+        latest = store.ledger.latest(parent.hash, device, sizes, fingerprint=task.fingerprint, visible_to=run_id)
         return cls(
             parent_speedup=latest.speedup if latest else None,
             parent_speedup_kind="measured" if latest is not None and latest.ok else "unknown",
@@ -207,8 +210,8 @@ class GenerationContext(BaseModel):
             parent_report="" if latest is None or latest.ok else latest.reason,
             best=ranked, hardware=hardware, siblings=set(siblings), feedback=list(feedback), seed=seed,
             known_hashes={m.candidate_hash for m in measurements} | set(extra_known),
-            measured_points=store.measured_params(task.name, device, sizes, fingerprint=task.fingerprint,
-                                                  visible_to=run_id),
+            measured_points=store.ledger.measured_params(task.name, device, sizes, fingerprint=task.fingerprint,
+                                                         visible_to=run_id),
             tried=_tried(store, task, measurements),
         )
 
@@ -216,7 +219,7 @@ class GenerationContext(BaseModel):
 def _tried(store: "Store", task: Task, measurements: list[Measurement]) -> list[Tried]:
     """The latest result of every measured kernel, with its intent (one query for the intents)."""
     latest = {m.candidate_hash: m for m in measurements}
-    intents = store.intents(task.name)
+    intents = store.candidates.intents(task.name)
     return [Tried(intent=intents.get(h) or "(no intent)", status=m.status.value, speedup=m.speedup if m.ok else None)
             for h, m in latest.items()]
 

@@ -338,26 +338,30 @@ def template_points(task: Task, parent: Candidate, context: GenerationContext, r
                     report: ProposalReport) -> Iterator[tuple[Point, str]]:
     """Unmeasured template points. First round (the parent is no template point): a seeded space-filling
     design, without the default point (it equals the reference). Later rounds: neighbours of the parent's
-    point and random restarts."""
+    point and random restarts. The forecaster's best-ranked points (``context.guided``, forecast-guided
+    proposals) are interleaved with both, one for one in the first round, two in five later."""
     tmpl = task.spec.template
     if tmpl is None or task.template_source is None:
         return
     fresh = _Fresh(context.measured_points, report)
     space = task.param_space()
     base = dict(parent.params) if parent.params and task.is_valid_point(parent.params) else None
+    guided = ((p, f"forecast-guided template point (the forecaster's rank {i + 1} unmeasured) " + _describe(p))
+              for i, p in enumerate(context.guided))
     if base is None:
         reference = task.reference().hash
         default = dict(tmpl.default) if tmpl.default is not None else None
         known = [p for p in space if p != default]
-        design = space_filling(dict(tmpl.params), context.seed, count=len(known), known_valid=known)
-        for point in design:
+        design = ((p, "template design point " + _describe(p)) for p in
+                  space_filling(dict(tmpl.params), context.seed, count=len(known), known_valid=known))
+        for point, intent in interleave([(guided, 1), (design, 1)]):
             if task.instantiate(point).hash != reference and fresh(point):
-                yield point, "template design point " + _describe(point)
+                yield point, intent
         return
     near = neighbours(dict(tmpl.params), base, task.is_valid_point, rng)
     rng.shuffle(space)
     far = ((p, "random template point " + _describe(p)) for p in space)
-    for point, intent in interleave([(iter(near), 2), (far, 1)]):
+    for point, intent in interleave([(guided, 2), (iter(near), 2), (far, 1)]):
         if fresh(point):
             yield point, intent
 
@@ -507,6 +511,9 @@ class OfflineGenerator:
         # Generic edits go on the parent only, never stacked on an unmeasured point: "fresh point + pragma"
         # changed two things at once, and measuring it marked the point itself as measured, so the plain point
         # was never tried (search_bench: 3 of 7 budget-8 measurements went to such stacks).
+        if context.template_only:  # a recording answers its template points only: a generic variant is unmeasurable
+            yield from plain
+            return
         of_parent = variants_of_parent(parent.params is not None)
         yield from interleave([(plain, TEMPLATE_SHARE), (of_parent, 1)])
 

@@ -3,9 +3,9 @@
 A forecast that did not fail is not therefore informative: a round whose children all got the same distribution
 (issue 46: 70 coarsened GEMM candidates at bin 2, confidence 0.28, whatever their work-group) routes on nothing
 but the order they came in. So informativeness is measured here: per routed round, the standard deviation of
-the predicted ln S of the forecasts it was routed on (a round is the route events after one ``generated`` event;
-each child's forecast is its latest one stored before its route event). A round with fewer than two forecasts
-has nothing to tell apart and is left out.
+the predicted ln S of the forecasts it was routed on (a round is the decisions of one search round, recorded in
+the store's ``decisions``; each child's forecast is its latest one stored before its decision). A round with
+fewer than two forecasts has nothing to tell apart and is left out.
 """
 
 from __future__ import annotations
@@ -64,26 +64,20 @@ def _instant(stamp: str) -> datetime:
 
 
 def round_forecasts(store: Store, run_id: str) -> list[dict[str, ForecastRecord]]:
-    """Each routed round of a run: its children and the forecast each was routed on (a route event re-logged by
-    a resumed step replaces the first; a child without a stored forecast is left out)."""
+    """Each routed round of a run: its children and the forecast each was routed on (a decision taken again by a
+    resumed step replaces the first; a child without a stored forecast is left out)."""
     by_candidate: dict[str, list[ForecastRecord]] = {}
-    for record in store.forecasts(run_id=run_id):
+    for record in store.forecasts.find(run_id=run_id):
         by_candidate.setdefault(record.candidate_hash, []).append(record)
     stamps = {key: [_instant(r.created_at) for r in records] for key, records in by_candidate.items()}
-    rounds: list[dict[str, ForecastRecord]] = []
-    current: dict[str, ForecastRecord] | None = None
-    for event in store.events(run_id):
-        if event.kind == "generated":
-            current = None
-        elif event.kind == "route" and event.candidate_hash in by_candidate:
-            at = bisect.bisect_right(stamps[event.candidate_hash], _instant(event.created_at))
-            if at == 0:
-                continue
-            if current is None:
-                current = {}
-                rounds.append(current)
-            current[event.candidate_hash] = by_candidate[event.candidate_hash][at - 1]
-    return rounds
+    rounds: dict[int | None, dict[str, ForecastRecord]] = {}
+    for decision in store.decisions.of_run(run_id):
+        if decision.candidate_hash not in by_candidate:
+            continue
+        at = bisect.bisect_right(stamps[decision.candidate_hash], _instant(decision.created_at))
+        if at > 0:
+            rounds.setdefault(decision.round, {})[decision.candidate_hash] = by_candidate[decision.candidate_hash][at - 1]
+    return list(rounds.values())
 
 
 def forecast_spread(store: Store, run_id: str) -> ForecastSpread:

@@ -168,9 +168,9 @@ def main() -> None:
     from kernelcast.agents.factory import SEED_DATASET
     from kernelcast.agents.forecast.learned import task_lookup
     from kernelcast.agents.registry import SEED_REPLAY
-    from kernelcast.tools.store.store import Store
+    from kernelcast.tools.store.pairs import read_pairs
 
-    pairs, devices = Store.read_pairs(SEED_DATASET)
+    pairs, devices = read_pairs(SEED_DATASET)
     rows = build_replay(pairs, devices, task_lookup(None), progress=print)
     write_rows(rows, SEED_REPLAY)
     print(f"wrote {len(rows)} rows to {SEED_REPLAY}")

@@ -1,26 +1,38 @@
-"""What the forecaster and router could be trusted with: calibration rows, and a run's trust summary.
+"""What the forecaster and router could be trusted with: the thresholds of a routing, and a run's trust summary.
 
-Every routing decision is logged as a ``route`` event with the forecast's
-p = P(S_child > S_incumbent) and the incumbent of that moment. A decision
-that was then measured (deferred to the hardware, or audited) is a
-calibration row: p, and whether the child did beat the incumbent (by the
-paired comparison when the incumbent's kernel was timed beside the child, as
-the search does, else by two speedups measured apart). The rows of
-every run on a device (the current one included, so its first measurements
-count) give the router its thresholds; the audited ones also give the
-measured false-prune rate the summary reports beside the bound.
+Every routing decision is recorded (the store's ``decisions``, :mod:`kernelcast.tools.store.decisions`) with the
+forecast's p = P(S_child > S_incumbent) and the incumbent of that moment; the measured ones are calibration rows
+(:mod:`kernelcast.graphs.route.calibration_rows`). The rows of every run on a device (the current one included, so
+its first measurements count) give the router its thresholds; the audited ones also give the measured false-prune
+rate the summary reports beside the bound.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from kernelcast.agents.registry import forecaster_spec
-from kernelcast.graphs.config import RunConfig
-from kernelcast.graphs.events import Route, Spend
+from kernelcast.graphs.events import Route
+from kernelcast.graphs.route.calibration_rows import (
+    ForecasterKey,
+    beat_incumbent,
+    beat_of,
+    calibration_group,
+    calibration_row,
+    calibration_rows,
+    decision_wrong,
+    device_decisions,
+    forecaster_key,
+    forecaster_of,
+    group_of_run,
+    judged_decisions,
+    pair_of,
+    stage_of,
+    wrong_given,
+)
 from kernelcast.graphs.route.forecast_spread import ForecastSpread, forecast_spread
 from kernelcast.graphs.route.replay_calibration import shipped_by_stage, stage_bucket
 from kernelcast.graphs.route.risk_control import (
@@ -32,125 +44,21 @@ from kernelcast.graphs.route.risk_control import (
     probation,
 )
 from kernelcast.graphs.search.tree import NodeRecord
-from kernelcast.tools.core.measurement import Measurement, RivalComparison, Status
-from kernelcast.tools.core.task import Task, builtin_task_paths, load_task
-from kernelcast.tools.store.store import EventRecord, RunRecord, Store
-
-MAX_RUNS = 500  # calibration reads the latest runs of the device
-
+from kernelcast.tools.store.decisions import DecisionRecord
+from kernelcast.tools.store.store import Store
 
 RouteRecord = Route  # the payload of a ``route`` event (older runs lack the trust fields: defaults apply)
 
 
-def last_routes(store: Store, run_id: str) -> dict[str, RouteRecord]:
-    """Each routed candidate's last route record, in the order of those last routes: a child carried over is
-    routed each round and only its last routing decided it; a kill in the middle of a route step logs the
-    round's decisions again on resume."""
-    routes: dict[str, RouteRecord] = {}
-    for event in store.events(run_id, kind="route"):
-        if event.candidate_hash:
-            routes.pop(event.candidate_hash, None)
-            routes[event.candidate_hash] = RouteRecord.model_validate(event.payload)
-    return routes
+def last_routes(store: Store, run_id: str) -> dict[str, DecisionRecord]:
+    """Each routed candidate's last decision, in the order of those last decisions (a child carried over is
+    routed each round and only its last routing decided it; a kill in the middle of a route step decides the
+    round again on resume)."""
+    return store.decisions.last_of_run(run_id)
 
 
-def _decisions(store: Store, run_id: str) -> Iterable[tuple[RouteRecord, Measurement | None, int]]:
-    """(route record, the measurement that judges it or None, stage) for each child's decision in a run: its
-    last route (a child carried over from round to round is routed each time, and only the last routing
-    decided it); the child's measurement paired with the decision's incumbent, else its latest; the stage is
-    the run's correct measurements before the decision (:func:`stage_of`)."""
-    measured: dict[str, list[Measurement]] = {}
-    for m in store.measurements(run_id=run_id):
-        measured.setdefault(m.candidate_hash, []).append(m)
-    events = store.events(run_id)
-    final = {e.candidate_hash: i for i, e in enumerate(events) if e.kind == "route"}  # a carried child's last
-    stage = 0
-    for i, event in enumerate(events):
-        stage += _is_correct_spend(event)
-        if event.kind != "route" or final[event.candidate_hash] != i:
-            continue
-        record = RouteRecord.model_validate(event.payload)
-        ms = measured.get(event.candidate_hash or "", [])
-        paired = [m for m in ms if pair_of(record, m) is not None]
-        yield record, paired[-1] if paired else ms[-1] if ms else None, stage
-
-
-def _is_correct_spend(event: EventRecord) -> bool:
-    """A correct measurement of a new point for the in-task model: a confirmation re-measures a point it has."""
-    if event.kind != "spend":
-        return False
-    spend = Spend.model_validate(event.payload)
-    return spend.status == Status.correct.value and spend.phase != "confirm"
-
-
-def stage_of(store: Store, run_id: str) -> int:
-    """How far a run is: its correct measurements so far (confirmations aside), which is what its in-task model
-    has learned from
-    (the calibration of P(beat) depends on it: see :mod:`kernelcast.graphs.route.replay_calibration`)."""
-    return sum(1 for e in store.events(run_id, kind="spend") if _is_correct_spend(e))
-
-
-ForecasterKey = tuple[str, str | None]  # (forecaster, model): a local model by its weights' digest
-
-
-def forecaster_key(config: RunConfig) -> ForecasterKey:
-    """The key a run's calibration rows are kept and certified under: the forecaster and its model, a ``local:``
-    model by the digest of its weights the run recorded (a model written over another at the same path must
-    not inherit its record)."""
-    return config.forecaster, config.model_weights or config.model
-
-
-def forecaster_of(run: RunRecord) -> ForecasterKey | None:
-    """The key of the forecaster a stored run forecast with (:func:`forecaster_key`; None: its stored config
-    does not validate, so its rows belong to no forecaster)."""
-    try:
-        config = RunConfig.of_run(run)
-    except ValidationError:
-        return None
-    return forecaster_key(config)
-
-
-def _device_decisions(store: Store, device: str,
-                      forecaster: ForecasterKey | None = None) -> Iterable[tuple[str, RouteRecord, Measurement, int]]:
-    """(the run's group, route record, the measurement that judges it, stage) of each measured decision in the
-    device's runs (the latest MAX_RUNS), oldest run first; ``forecaster``: only the runs that forecast with it."""
-    for run in reversed(store.runs(limit=MAX_RUNS)):
-        if run.device != device:
-            continue
-        if forecaster is not None and forecaster_of(run) != forecaster:
-            continue
-        group = group_of_run(run)
-        for record, m, stage in _decisions(store, run.id):
-            if m is not None:
-                yield group, record, m, stage
-
-
-def _row(group: str, record: RouteRecord, m: Measurement) -> CalibrationRow | None:
-    """A decision's calibration row: its p and whether the child beat its incumbent (None: no p recorded)."""
-    if record.p_beat is None or record.incumbent is None:
-        return None
-    return CalibrationRow(record.p_beat, beat_of(record, m), group)
-
-
-def calibration_rows(store: Store, device: str, bucket: int | None = None,
-                     forecaster: ForecasterKey | None = None) -> list[CalibrationRow]:
-    """Measured decisions with a forecast p on this device, across its runs (the latest MAX_RUNS); ``bucket``:
-    only the decisions of that stage bucket; ``forecaster``: only the runs that forecast with it (None: every
-    forecaster's, for reports; trust never pools them)."""
-    return [row for group, record, m, stage in _device_decisions(store, device, forecaster)
-            if (bucket is None or stage_bucket(stage) == bucket) and (row := _row(group, record, m)) is not None]
-
-
-def group_of_run(run: RunRecord) -> str:
-    """The group a run's calibration rows are kept under: the one it recorded (:func:`calibration_group`); a
-    run from before groups were recorded reads as its task's name when it ran a built-in by name, else as
-    that name marked legacy (its reference kernel is unknown: it certifies neither the built-in nor a task)."""
-    if run.calibration_group is not None:
-        return run.calibration_group
-    return run.task if run.config.get("task", run.task) in builtin_task_paths() else f"{run.task}@legacy"
-
-
-def trust_for(store: Store, device: str, stage: int, risk: float, forecaster: ForecasterKey, replayed: bool = False,
+def trust_for(store: Store, device: str, stage: int, risk: float, forecaster: ForecasterKey | tuple[str, str | None],
+              replayed: bool = False,
               group: str = "", trial_group: str = "") -> TrustThresholds:
     """The thresholds for ``forecaster``'s decision at ``stage`` on ``device`` in a run on ``group``
     (:func:`calibration_group`; "" : every task's rows):
@@ -165,56 +73,14 @@ def trust_for(store: Store, device: str, stage: int, risk: float, forecaster: Fo
     rows: list[CalibrationRow] = []
     first_audits: dict[str, list[bool]] = {"prune": [], "accept": []}
     seed = forecaster_spec(forecaster[0]).seed_replay if forecaster[1] is None else None
-    for run_group, record, m, at in _device_decisions(store, device, forecaster):
-        if stage_bucket(at) == bucket and (row := _row(run_group, record, m)) is not None:
+    for run_group, record, m in device_decisions(store, device, forecaster):
+        if stage_bucket(record.stage or 0) == bucket and (row := calibration_row(run_group, record, m)) is not None:
             rows.append(row)
         if (run_group == trial_group and record.audit and record.trust_source == SEED_REPLAY
                 and record.trusted_as in first_audits):
             first_audits[record.trusted_as].append(wrong_given(record.trusted_as, beat_of(record, m)))
     prior = shipped_by_stage(seed).get(bucket, ()) if replayed and seed is not None else ()
     return probation(certify_stage(rows, prior, risk, group=group), first_audits)
-
-
-def calibration_group(task: Task) -> str:
-    """The group a run's calibration rows are kept under, and certified on: a built-in task's name, or for any
-    other task (a path task, one borrowing a built-in's name with another reference kernel) its name and
-    its reference kernel's hash, so neither certifies on, nor writes into, another task's record (two tasks
-    of one name measure speedups over different kernels)."""
-    path = builtin_task_paths().get(task.name)
-    reference = task.reference().hash
-    if path is not None and load_task(path).reference().hash == reference:
-        return task.name
-    return f"{task.name}@{reference[:12]}"
-
-
-def beat_incumbent(incumbent: float, speedup: float | None) -> bool:
-    """Whether a measured child (speedup None: it failed) beat the incumbent of its decision."""
-    return speedup is not None and speedup > incumbent
-
-
-def pair_of(record: RouteRecord, m: Measurement) -> RivalComparison | None:
-    """The child against the kernel its decision was judged against, when the measurement timed it beside."""
-    return m.rival if m.ok and m.rival is not None and m.rival.candidate_hash == record.incumbent_hash else None
-
-
-def beat_of(record: RouteRecord, m: Measurement) -> bool:
-    """Whether a measured child beat the incumbent of its decision: by the paired comparison when the
-    incumbent's kernel was timed beside it (against the reference, the speedup is that comparison), else by
-    its speedup against the incumbent's, measured apart (older runs, a rival that could not run)."""
-    if (pair := pair_of(record, m)) is not None:
-        return pair.beaten
-    return beat_incumbent(record.incumbent or 1.0, m.speedup if m.ok else None)
-
-
-def decision_wrong(kind: str, incumbent: float, speedup: float | None) -> bool:
-    """Whether a measured speedup (None: failed) shows a forecast's decision wrong: a pruned child beat the
-    incumbent, an accepted one did not."""
-    return wrong_given(kind, beat_incumbent(incumbent, speedup))
-
-
-def wrong_given(kind: str, beat: bool) -> bool:
-    """A pruned child that beat the incumbent, or an accepted one that did not."""
-    return beat if kind == "prune" else not beat
 
 
 class TrustedDecision(BaseModel):
@@ -325,13 +191,13 @@ def live_counts(nodes: Mapping[str, NodeRecord]) -> dict[str, int]:
 
 def trust_summary(store: Store, run_id: str, risk: float | None = None) -> TrustSummary:
     """The trust numbers of one run, from its stored forecasts, route events and measurements."""
-    latest = store.latest_forecasts(run_id)
+    latest = store.forecasts.latest(run_id)
     given = {key for key, r in latest.items() if not r.failed}
     out = TrustSummary(forecasts=len(latest), given_forecasts=len(given), spread=forecast_spread(store, run_id),
                        risk=risk)
     audits: dict[str, list[bool]] = {"prune": [], "accept": []}
     carried_audits: list[bool] = []
-    for record, m, _ in _decisions(store, run_id):
+    for record, m in judged_decisions(store, run_id):
         out.decisions += 1
         if m is not None and record.p_beat is not None and pair_of(record, m) is not None:  # a calibration row
             out.paired += 1
@@ -356,7 +222,7 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
             else:
                 out.trusted_accepts += 1
     seen = set(last_routes(store, run_id))
-    measured_any = {m.candidate_hash for m in store.measurements(run_id=run_id)}
+    measured_any = {m.candidate_hash for m in store.ledger.find(run_id=run_id)}
     out.considered_all = len(seen)
     out.considered = len({h for h in seen if h in given or h in measured_any})
     for kind, outcomes in audits.items():
@@ -368,7 +234,7 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
     return out
 
 
-__all__ = ["AuditRate", "RouteRecord", "TrustSummary", "TrustedDecision", "beat_incumbent", "beat_of",
-           "calibration_group", "calibration_rows", "decision_wrong", "forecaster_key", "forecaster_of",
-           "group_of_run", "last_routes", "live_counts", "stage_of",
-           "trust_for", "trust_summary", "trusted_decisions", "wrong_given"]
+__all__ = ["AuditRate", "CalibrationRow", "ForecasterKey", "RouteRecord", "TrustSummary", "TrustedDecision",
+           "beat_incumbent", "beat_of", "calibration_group", "calibration_rows", "decision_wrong", "forecaster_key",
+           "forecaster_of", "group_of_run", "last_routes", "live_counts", "pair_of", "stage_of", "trust_for",
+           "trust_summary", "trusted_decisions", "wrong_given"]

@@ -49,10 +49,10 @@ class Budget:
 
     def spent(self) -> int:
         """Budget spent, from the store: the only count that survives a kill."""
-        return self.store.measurement_totals(self.run_id)[0]
+        return self.store.ledger.totals(self.run_id)[0]
 
     def device_seconds(self) -> float:
-        return self.store.measurement_totals(self.run_id)[1]
+        return self.store.ledger.totals(self.run_id)[1]
 
     def out_of_device_time(self) -> bool:
         limit = self.config.max_device_seconds
@@ -87,5 +87,5 @@ class Budget:
         """The budget spent when ``key`` was first measured (0 for none)."""
         if key is None:
             return 0
-        ledger = [m.candidate_hash for m in self.store.measurements(run_id=self.run_id) if m.provenance != "reused"]
+        ledger = [m.candidate_hash for m in self.store.ledger.find(run_id=self.run_id) if m.provenance != "reused"]
         return ledger.index(key) + 1 if key in ledger else 0

@@ -1,13 +1,16 @@
 """Confirmations: re-measurements of the best kernels with the confirmation protocol, bought where a run's
-number must not be the luck of one measurement: the incumbent before a forecast is trusted against it (in
-the route step), and the best measured nodes before the run reports (in the verify step)."""
+number must not be the luck of one measurement: the incumbent before a forecast is trusted against it (the
+graph's ``confirm_incumbent`` node, reached from the route step), and the best measured nodes before the run
+reports (in the verify step)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.search.budget import Budget
 from kernelcast.graphs.search.spender import Spender
-from kernelcast.graphs.search.tree import TreeEdit, best_measured
+from kernelcast.graphs.search.tree import SearchState, TreeEdit, best_measured
 from kernelcast.tools.core.measurement import Measurement
 
 
@@ -28,6 +31,15 @@ class Confirmer:
                                              status=again.status.value, before_trust=before_trust),
                                   candidate_hash=key)
         return again
+
+    def confirm_step(self, state: SearchState) -> dict[str, Any]:
+        """The graph node the route step sends a round to when its incumbent must be confirmed first; the round
+        then goes back to the route step, which asks again against the best after it."""
+        nodes = TreeEdit(state["nodes"])
+        best = state.get("best")
+        assert best is not None, "the route step asks for a confirmation only of an incumbent"
+        best, to_best = self.confirm_incumbent(nodes, best, state.get("measurements_to_best", 0))
+        return {"nodes": nodes.changes(), "best": best, "measurements_to_best": to_best}
 
     def confirm_incumbent(self, nodes: TreeEdit, best: str, to_best: int) -> tuple[str | None, int]:
         """Confirm the incumbent before a forecast is trusted against it: (the best after it, measurements to it).

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from kernelcast.agents.generate.base import GenerationContext, ProposalReport, Proposals
+from kernelcast.agents.generate.guided import guided_points
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.search import puct
@@ -25,9 +26,9 @@ class ExpandStep:
         if state.get("nodes"):
             return {}
         ref = self.ctx.task.reference()
-        self.ctx.store.upsert_task(self.ctx.task)
-        self.ctx.store.upsert_device(self.ctx.hardware)
-        self.ctx.store.add_candidate(ref)
+        self.ctx.store.tasks.upsert(self.ctx.task)
+        self.ctx.store.devices.upsert(self.ctx.hardware)
+        self.ctx.store.candidates.add(ref)
         root = new_node(ref, None, 0, 0, outcome="root")
         self.ctx.emit(ev.Start(config=self.ctx.config.model_dump(), device=self.ctx.hardware.key))
         return {"version": CHECKPOINT_VERSION, "run_id": self.ctx.run_id, "iteration": 0,
@@ -47,7 +48,7 @@ class ExpandStep:
         nodes = TreeEdit(state["nodes"])
         parent_key = state["parent"]
         assert parent_key is not None
-        parent = ctx.store.candidate(parent_key)
+        parent = ctx.store.candidates.get(parent_key)
         assert parent is not None
         siblings = [k for k, n in nodes.items() if n["parent"] == parent_key]
         context = GenerationContext.from_store(
@@ -58,8 +59,10 @@ class ExpandStep:
         if node["outcome"] == "accepted" and node["forecast"]:
             context = context.model_copy(update={"parent_speedup": math.exp(node["forecast"]["expected_log_speedup"]),
                                                  "parent_speedup_kind": "forecast"})
+        wanted = ctx.config.n_opening if node["parent"] is None else ctx.config.n_children
+        if ctx.config.follow_skill:
+            context = self.guided(context, wanted)
         try:
-            wanted = ctx.config.n_opening if node["parent"] is None else ctx.config.n_children
             proposals = ctx.generator.propose(ctx.task, parent, context, wanted)
         except Exception as exc:  # noqa: BLE001 - a broken generator ends this expansion, not the run
             proposals = Proposals([], ProposalReport(generator=ctx.generator.name, errors=[str(exc)]))
@@ -69,7 +72,7 @@ class ExpandStep:
         for cand in proposals.candidates:
             if cand.hash in nodes:
                 continue
-            ctx.store.add_candidate(cand)
+            ctx.store.candidates.add(cand)
             nodes[cand.hash] = new_node(cand, parent_key, node["depth"] + 1, state["iteration"])
             children.append(cand.hash)
         ctx.emit(ev.Generated(parent=parent_key, children=children, report=proposals.report.summary()),
@@ -78,3 +81,13 @@ class ExpandStep:
         if not children:
             nodes[parent_key]["exhausted"] = True
         return {"nodes": nodes.changes(), "children": children, "empty_rounds": empty}
+
+    def guided(self, context: GenerationContext, wanted: int) -> GenerationContext:
+        """The context with the forecaster's best-ranked unmeasured template points to propose first (RunConfig's
+        ``follow_skill``), and, on a replayed recording, template points only: it cannot answer a generic
+        variant, so one would spend a measurement on a refusal."""
+        ctx = self.ctx
+        points = guided_points(ctx.forecaster, ctx.store, ctx.task, ctx.hardware, context.excluded(), wanted)
+        return context.model_copy(update={"guided": points,
+                                          "template_only": ctx.config.replay is not None
+                                          and ctx.task.spec.template is not None})

@@ -22,7 +22,7 @@ class FamilyBook:
     def family_of(self, key: str) -> str:
         """A node's transformation family (agents.generate.families; "" for a candidate the store lacks)."""
         if key not in self._families:
-            candidate = self.store.candidate(key)
+            candidate = self.store.candidates.get(key)
             self._families[key] = transformation_family(candidate) if candidate is not None else ""
         return self._families[key]
 

@@ -59,7 +59,7 @@ class ForecastStep:
         """Forecasts of candidates for the problem the run measures (a run at small sizes: the small one); a
         forecaster that fails gives uninformative forecasts (deferred to hardware), never an error."""
         ctx = self.ctx
-        cands = [ctx.store.candidate(k) for k in keys]
+        cands = [ctx.store.candidates.get(k) for k in keys]
         try:
             # a tree node's candidate is in the store (added before the node); a None would fail here, deferred below
             return ctx.forecaster.forecast_many(ctx.task.at_sizes(ctx.config.sizes), cands,  # type: ignore[arg-type]
@@ -81,7 +81,7 @@ class ForecastStep:
         if spent <= self.taught:
             return
         self.taught = spent
-        pairs = ctx.store.measured_pairs(device=ctx.hardware.key, sizes=ctx.config.sizes, run_id=ctx.run_id)
+        pairs = ctx.store.ledger.measured_pairs(device=ctx.hardware.key, sizes=ctx.config.sizes, run_id=ctx.run_id)
         start = time.perf_counter()
         try:
             changed = ctx.forecaster.learn(pairs, {ctx.hardware.key: ctx.hardware})

@@ -1,6 +1,7 @@
 """Assemble the optimization StateGraph and run or resume it with a SQLite checkpointer.
 
-select → generate → forecast → route → (measure) → backup → [continue | verify → report]
+select → generate → forecast → route → (measure) → backup → [continue | verify → report]; route may first go
+to confirm_incumbent or trial_audits, each of which returns to route
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from langgraph.graph import END, START, StateGraph
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.errors import SearchFailed
 from kernelcast.graphs.events import Error, Finish
-from kernelcast.graphs.search.nodes import SearchNodes, after_select, budget_check, should_measure
+from kernelcast.graphs.search.nodes import SearchNodes, after_route, after_select, budget_check
 from kernelcast.graphs.search.result import RunResult, build_result, write_run_folder
 from kernelcast.graphs.search.tree import SearchState, check_version
 
@@ -25,19 +26,24 @@ RECURSION_LIMIT = 100_000
 
 def add_search_steps(graph: StateGraph[Any], nodes: SearchNodes, ctx: RunContext) -> None:
     """The steps every search graph shares (runs and sessions differ only in how children are proposed and
-    when the loop ends): init → select, forecast → route → (measure) → backup, verify → report."""
+    when the loop ends): init → select, forecast → route → (measure) → backup, verify → report; route sends a
+    round it cannot decide yet to confirm_incumbent or trial_audits, which spend and return to it."""
 
     def report(state: SearchState) -> dict[str, Any]:
         return write_report(ctx, state)
 
     for name, step in (("init", nodes.init), ("select", nodes.select), ("forecast", nodes.forecast),
-                       ("route", nodes.route), ("measure", nodes.measure), ("backup", nodes.backup),
+                       ("route", nodes.route), ("confirm_incumbent", nodes.confirm_incumbent),
+                       ("trial_audits", nodes.trial), ("measure", nodes.measure), ("backup", nodes.backup),
                        ("verify", nodes.verify), ("report", report)):
         graph.add_node(name, step)
     graph.add_edge(START, "init")
     graph.add_edge("init", "select")
     graph.add_edge("forecast", "route")
-    graph.add_conditional_edges("route", should_measure, {"measure": "measure", "backup": "backup"})
+    graph.add_conditional_edges("route", after_route, {"confirm": "confirm_incumbent", "trial": "trial_audits",
+                                                       "measure": "measure", "backup": "backup"})
+    graph.add_edge("confirm_incumbent", "route")
+    graph.add_edge("trial_audits", "route")
     graph.add_edge("measure", "backup")
     graph.add_edge("verify", "report")
     graph.add_edge("report", END)
@@ -58,8 +64,8 @@ def write_report(ctx: RunContext, state: SearchState) -> dict[str, Any]:
     """The last step: the run's result, folder and row."""
     result = build_result(state, ctx, "finished")
     write_run_folder(result, state, ctx.store, ctx.task.language)
-    ctx.store.update_run(ctx.run_id, status="finished", spent=result.spent, best_candidate=result.best_hash,
-                         best_speedup=result.best_speedup, summary=result.model_dump())
+    ctx.store.runs.update(ctx.run_id, status="finished", spent=result.spent, best_candidate=result.best_hash,
+                          best_speedup=result.best_speedup, summary=result.model_dump())
     ctx.emit(Finish(best=result.best_hash, speedup=result.best_speedup, spent=result.spent))
     return {"finished": True}
 
@@ -103,10 +109,10 @@ def execute(ctx: RunContext, checkpoint_path: Path, resume: bool = False) -> Run
                 pass
             state = app.get_state(config).values
     except KeyboardInterrupt:
-        ctx.store.update_run(ctx.run_id, status="interrupted")
+        ctx.store.runs.update(ctx.run_id, status="interrupted")
         raise
     except SearchFailed as exc:
-        ctx.store.update_run(ctx.run_id, status="failed")
+        ctx.store.runs.update(ctx.run_id, status="failed")
         ctx.emit(Error(error=str(exc)))
         raise
     finally:

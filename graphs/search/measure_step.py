@@ -1,5 +1,6 @@
 """The measure step: buy the children the router sent to the hardware, each beside the incumbent, and back the
-round up the tree. The route step buys its trial audits through the same :meth:`MeasureStep.measure_children`."""
+round up the tree; and the trial audits the route step asks for before it decides the rest of a round
+(:meth:`MeasureStep.trial`, the same purchase)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,16 @@ class MeasureStep:
         best, to_best = state.get("best"), state.get("measurements_to_best", 0)
         best, to_best = self.measure_children(nodes, list(state["to_measure"]), best, to_best)
         return {"nodes": nodes.changes(), "to_measure": [], "best": best, "measurements_to_best": to_best}
+
+    def trial(self, state: SearchState) -> dict[str, Any]:
+        """Buy the trial audits the route step recorded (``trial``), and go back to it with them tried: the rest
+        of the round is routed on the thresholds as the trial leaves them. Resume-safe: audits bought before a
+        kill are reused from the store (:meth:`Spender.measure_many`)."""
+        nodes = TreeEdit(state["nodes"])
+        keys = list(state.get("trial", []))
+        best, to_best = self.measure_children(nodes, keys, state.get("best"), state.get("measurements_to_best", 0))
+        return {"nodes": nodes.changes(), "best": best, "measurements_to_best": to_best, "trial": [],
+                "tried": [*state.get("tried", []), *keys]}
 
     def measure_children(self, nodes: TreeEdit, keys: list[str], best: str | None, to_best: int
                          ) -> tuple[str | None, int]:

@@ -35,17 +35,19 @@ class SearchNodes:
         expanding = ExpandStep(ctx)
         self.forecasting = ForecastStep(ctx, self.budget, carry_over)
         self.measuring = MeasureStep(ctx, self.budget, self.spender)
-        self.routing = RouteStep(ctx, self.budget, confirmer, self.measuring)
+        self.routing = RouteStep(ctx, self.budget, self.spender)
         self.verifying = VerifyStep(ctx, self.budget, self.spender, confirmer, self.measuring, self.forecasting)
         # the graph's steps, by the names the graphs give them
         self.init, self.select, self.generate = expanding.init, expanding.select, expanding.generate
         self.forecast, self.route = self.forecasting.forecast, self.routing.route
+        self.confirm_incumbent, self.trial = confirmer.confirm_step, self.measuring.trial
         self.measure, self.backup, self.verify = self.measuring.measure, self.measuring.backup, self.verifying.verify
 
 
-def should_measure(state: SearchState) -> str:
-    """After routing: go to the hardware only when something was routed there."""
-    return "measure" if state.get("to_measure") else "backup"
+def after_route(state: SearchState) -> str:
+    """After routing: confirm the incumbent or buy a trial first (then route again), else go to the hardware
+    only when something was routed there."""
+    return state.get("route_next") or ("measure" if state.get("to_measure") else "backup")
 
 
 def budget_check(nodes_impl: SearchNodes) -> Callable[[SearchState], str]:

@@ -17,6 +17,7 @@ from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.events import Spend
 from kernelcast.graphs.route.forecast_skill import ForecastSkill, forecast_skill
 from kernelcast.graphs.route.forecast_spread import ForecastSpread, predicted_log_speedup
+from kernelcast.graphs.route.routers.selective import SelectiveRouter
 from kernelcast.graphs.route.trust import trust_summary
 from kernelcast.graphs.search.roofline import RooflineVerdict, run_task, verdict_of
 from kernelcast.graphs.search.tree import NodeRecord, SearchState, Standing, outcome_counts
@@ -290,16 +291,16 @@ def run_skill(store: Store, run_id: str) -> ForecastSkill:
     confirmation where it has one; none where that failed) against the run's last forecast of it, the one its
     routing read (a child is forecast again only while it waits unmeasured, so that forecast preceded the
     measurement)."""
-    shown = shown_speedups(store.measurements(run_id=run_id))
+    shown = shown_speedups(store.ledger.find(run_id=run_id))
     return forecast_skill([(predicted_log_speedup(record), math.log(shown[key].speedup))
-                           for key, record in store.latest_forecasts(run_id).items()
+                           for key, record in store.forecasts.latest(run_id).items()
                            if key in shown and not record.failed and shown[key].speedup > 0])
 
 
 def run_best(store: Store, run_id: str, nodes: Mapping[str, NodeRecord]) -> ShownSpeedup | None:
     """The run's best measured candidate by the one rule (:attr:`Standing.rank`: confirmed first), among the tree's
     correct measured nodes (None: none yet): what results, sessions, ``show`` and reports name as its best."""
-    shown = {k: v for k, v in shown_speedups(store.measurements(run_id=run_id)).items()
+    shown = {k: v for k, v in shown_speedups(store.ledger.find(run_id=run_id)).items()
              if k in nodes and nodes[k]["outcome"] in ("measured", "verified")}
     return next(iter(ranked(shown)), None)
 
@@ -331,18 +332,20 @@ def build_result(state: SearchState, ctx: RunContext, status: str) -> RunResult:
     counts = outcome_counts(nodes)
     best = run_best(store, run_id, nodes)
     result = RunResult(run_id=run_id, task=task, device=device, router=router, budget=budget,
-                       spent=store.measurement_totals(run_id)[0], status=status,
+                       spent=store.ledger.totals(run_id)[0], status=status,
                        stop_reason=state.get("stop_reason", ""), considered_all=len(nodes) - 1, counts=counts,
                        folder=str(folder))
     trust = trust_summary(store, run_id, ctx.config.risk)
     skill = run_skill(store, run_id)
     result.considered, result.forecast_spread, result.forecast_skill = trust.considered, trust.spread, skill
     result.trust = f"{trust.line()}; {skill.text()}"
+    if isinstance(ctx.router, SelectiveRouter) and ctx.router.follow_skill:  # RunConfig.follow_skill
+        result.trust += f"; {ctx.router.regime_text()}"
     result.replayed_from = ctx.config.replay
     result.reference_hash = reference_of(nodes)
     if best is not None:
         key = best.candidate_hash
-        cand = store.candidate(key)
+        cand = store.candidates.get(key)
         result.best_hash, result.best = key, best
         result.first_speedup = best.first
         result.best_speedup = best.speedup
@@ -357,7 +360,7 @@ def build_result(state: SearchState, ctx: RunContext, status: str) -> RunResult:
         if cand is not None:
             result.best_geometry = {"global": cand.global_size, "local": cand.local_size,
                                     "options": cand.build_options}
-    result.roofline = verdict_of(ctx.task, ctx.hardware, store, store.measurements(run_id=run_id), result.best_hash)
+    result.roofline = verdict_of(ctx.task, ctx.hardware, store, store.ledger.find(run_id=run_id), result.best_hash)
     return result
 
 
@@ -371,7 +374,7 @@ def run_roofline(store: Store, run: RunRecord) -> RooflineVerdict | None:
     found = run_task(store, run)
     if found is None:
         return None
-    ledger = store.measurements(run_id=run.id)
+    ledger = store.ledger.find(run_id=run.id)
     best = next(iter(ranked(shown_speedups(ledger))), None)
     return verdict_of(*found, store, ledger, best.candidate_hash if best is not None else None)
 
@@ -379,9 +382,9 @@ def run_roofline(store: Store, run: RunRecord) -> RooflineVerdict | None:
 def noise_floor(store: Store, task: Task, device: str, run_id: str) -> float | None:
     """Relative noise of this task's reference on this device: max(|1 - S|, half the interval) of the
     reference measured against itself (stored by the verify step)."""
-    run = store.run(run_id)
+    run = store.runs.get(run_id)
     sizes = RunConfig.of_run(run).sizes if run is not None else "full"
-    rows = [m for m in store.measurements(task=task.name, device=device, fingerprint=task.fingerprint)
+    rows = [m for m in store.ledger.find(task=task.name, device=device, fingerprint=task.fingerprint)
             if m.phase == "noise" and m.sizes == sizes and m.ok]
     if not rows or rows[-1].speedup is None:
         return None
@@ -454,7 +457,7 @@ def write_run_folder(result: RunResult, state: SearchState, store: Store, langua
     if answer.is_reference and result.best_hash:
         kernels["best_measured"] = result.best_hash
     for name, key in kernels.items():
-        cand = store.candidate(key) if key else None
+        cand = store.candidates.get(key) if key else None
         if cand is not None:
             (folder / f"{name}{ext}").write_text(cand.source)
             (folder / f"{name}.json").write_text(cand.model_dump_json(indent=2))

@@ -4,7 +4,7 @@ A session's caller may submit a kernel an earlier run (or session) already bough
 sizes, for the same task: its stored live measurement is the answer, so the kernel joins the tree with that result
 instead of being refused or bought again. The rows are copied under the session with provenance ``reused``
 (:data:`~kernelcast.tools.core.measurement.Provenance`): every reader of the session's ledger sees them, the budget
-(``Store.measurement_totals``) does not count them, and no other run's read sees the copies. Replayed, imported and
+(``store.ledger.totals``) does not count them, and no other run's read sees the copies. Replayed, imported and
 recorded rows are never reused: only live ones (the store's default reads).
 """
 
@@ -37,7 +37,7 @@ def stored_results(store: Store, task: Task, device: str, sizes: str) -> dict[st
     live rows only), by candidate hash."""
     first: dict[str, Measurement] = {}
     confirmation: dict[str, Measurement] = {}
-    for m in store.measurements(task=task.name, device=device, sizes=sizes, fingerprint=task.fingerprint):
+    for m in store.ledger.find(task=task.name, device=device, sizes=sizes, fingerprint=task.fingerprint):
         if m.phase == "confirm":
             confirmation[m.candidate_hash] = m
         elif m.phase != "noise":
@@ -49,12 +49,12 @@ def reuse(store: Store, run_id: str, found: StoredResult) -> list[Measurement]:
     """The run's copies of ``found`` (first, then the confirmation), written unless the run holds them already
     (a step run again after a kill copies nothing twice). The rival of another run is left out: it was timed beside
     that run's incumbent, not this one's."""
-    held = [m for m in store.measurements(run_id=run_id, candidate_hash=found.first.candidate_hash)
+    held = [m for m in store.ledger.find(run_id=run_id, candidate_hash=found.first.candidate_hash)
             if m.provenance == REUSED]
     if held:
         return held
     copies = [m.model_copy(update={"provenance": REUSED, "rival": None})
               for m in (found.first, found.confirmation) if m is not None]
     for copy in copies:
-        store.add_measurement(copy, run_id=run_id)
+        store.ledger.add(copy, run_id=run_id)
     return copies

@@ -288,7 +288,7 @@ def run_task(store: Store, run: RunRecord) -> tuple[Task, HardwareSpec] | None:
         task = resolve_task(RunConfig.of_run(run).task)
     except (TaskError, OSError, ValueError):
         return None
-    hw = store.devices().get(run.device)
+    hw = store.devices.all().get(run.device)
     return (task, hw) if hw is not None else None
 
 
@@ -296,7 +296,7 @@ def run_throughput(store: Store, run: RunRecord, candidate_hash: str) -> Through
     """The throughput of a run's node as shown: of its confirmation when it has one, else of its last correct
     measurement (None: the task file is gone or changed, the device unknown, or no correct measurement)."""
     found = run_task(store, run)
-    m = shown_measurement(store.measurements(run_id=run.id, candidate_hash=candidate_hash), candidate_hash)
+    m = shown_measurement(store.ledger.find(run_id=run.id, candidate_hash=candidate_hash), candidate_hash)
     if found is None or m is None or m.task_fingerprint not in (None, found[0].fingerprint):
         return None
     return throughput(found[0], m, found[1], store)

@@ -121,7 +121,7 @@ class SessionNodes:
         verdicts, accepted, reused = self.validate(nodes, parent_key, command.candidates)
         children = []
         for cand in accepted:
-            self.ctx.store.add_candidate(cand)
+            self.ctx.store.candidates.add(cand)
             nodes[cand.hash] = new_node(cand, parent_key, nodes[parent_key]["depth"] + 1, state.get("iteration", 0))
             children.append(cand.hash)
         best, to_best = state.get("best"), state.get("measurements_to_best", 0)
@@ -142,7 +142,7 @@ class SessionNodes:
         """Put a kernel measured before into the tree with its stored result (copied under the session, not
         charged): (best, measurements to it) after it."""
         ctx = self.ctx
-        ctx.store.add_candidate(cand)
+        ctx.store.candidates.add(cand)
         node = new_node(cand, parent_key, nodes[parent_key]["depth"] + 1, iteration)
         for m in reuse(ctx.store, ctx.run_id, found):
             if m.phase != "confirm":
@@ -161,7 +161,7 @@ class SessionNodes:
         (verdicts, new children, kernels this device measured before at these sizes, whose stored result is
         reused: never bought twice, never refused)."""
         ctx = self.ctx
-        parent = ctx.store.candidate(parent_key)
+        parent = ctx.store.candidates.get(parent_key)
         assert parent is not None, f"parent {parent_key} missing from the store"
         stored = stored_results(ctx.store, ctx.task, ctx.hardware.key, ctx.measure_config.sizes)
         report = ProposalReport(generator=EXTERNAL)

@@ -55,7 +55,7 @@ class Spender:
     # ---- the after-measurement hooks ------------------------------------------------------
     def store_hook(self, candidate: Candidate, bought: Measurement) -> None:
         """Write the measurement to the store, under the run: first, so every later hook and step reads it."""
-        self.ctx.store.add_measurement(bought, run_id=self.ctx.run_id)
+        self.ctx.store.ledger.add(bought, run_id=self.ctx.run_id)
 
     def event_hook(self, candidate: Candidate, bought: Measurement) -> None:
         measurer, ctx = self.ctx.measurer, self.ctx
@@ -83,7 +83,7 @@ class Spender:
         results: dict[str, Measurement | None] = {}
         fresh = []
         for key in keys:
-            existing = [m for m in ctx.store.measurements(run_id=ctx.run_id, candidate_hash=key)
+            existing = [m for m in ctx.store.ledger.find(run_id=ctx.run_id, candidate_hash=key)
                         if (m.phase == "confirm") == (phase == "confirm")]
             if existing:
                 results[key] = existing[-1]
@@ -93,7 +93,7 @@ class Spender:
         allowed = max(0, ctx.config.budget - self.budget.spent())
         for key in fresh[allowed:]:
             results[key] = None
-        dispatch = [ctx.store.candidate(key) for key in fresh[:allowed]]
+        dispatch = [ctx.store.candidates.get(key) for key in fresh[:allowed]]
         assert all(c is not None for c in dispatch), "a candidate is missing from the store"
         config = self._config(phase, rival)
         if dispatch:
@@ -116,7 +116,7 @@ class Spender:
     def _config(self, phase: str, rival: str | None) -> MeasureConfig:
         config = confirmation_config(self.ctx.measure_config) if phase == "confirm" else self.ctx.measure_config
         if rival is not None:  # never the reference: against it the speedup itself is the pair (incumbent_of)
-            incumbent = self.ctx.store.candidate(rival)
+            incumbent = self.ctx.store.candidates.get(rival)
             assert incumbent is not None, f"the incumbent {rival} is missing from the store"
             config = config.model_copy(update={"rival": incumbent})
         return config
@@ -126,12 +126,12 @@ class Spender:
         """Those of ``keys`` this run already measured (confirmations aside), in their order: in the route step,
         trial audits bought in that very step before a kill (a child reaches it unmeasured otherwise); in
         verify, what an earlier attempt of it bought."""
-        bought = {m.candidate_hash for m in self.ctx.store.measurements(run_id=self.ctx.run_id) if m.phase != "confirm"}
+        bought = {m.candidate_hash for m in self.ctx.store.ledger.find(run_id=self.ctx.run_id) if m.phase != "confirm"}
         return [key for key in keys if key in bought]
 
     def confirmed_before_a_kill(self, key: str) -> bool:
         """Whether the store holds this run's confirmation of ``key`` that the state does not know of."""
-        return any(m.phase == "confirm" for m in self.ctx.store.measurements(run_id=self.ctx.run_id,
+        return any(m.phase == "confirm" for m in self.ctx.store.ledger.find(run_id=self.ctx.run_id,
                                                                             candidate_hash=key))
 
     def reuse_stored(self, nodes: TreeEdit, keys: list[str], phase: str) -> dict[str, Measurement]:
@@ -148,13 +148,13 @@ class Spender:
         it is stored without the run id and not charged to the budget."""
         ctx = self.ctx
         reference = ctx.task.reference()
-        stored = [m for m in ctx.store.measurements(task=ctx.task.name, device=ctx.hardware.key,
-                                                    candidate_hash=reference.hash, fingerprint=ctx.task.fingerprint)
+        stored = [m for m in ctx.store.ledger.find(task=ctx.task.name, device=ctx.hardware.key,
+                                                   candidate_hash=reference.hash, fingerprint=ctx.task.fingerprint)
                   if m.phase == "noise" and m.sizes == ctx.measure_config.sizes and m.ok]
         if stored:
             return stored[-1]
         result = ctx.measurer.measure(ctx.task, reference, confirmation_config(ctx.measure_config))
         result = result.model_copy(update={"phase": "noise"})
-        ctx.store.add_measurement(result)
+        ctx.store.ledger.add(result)
         ctx.emit(ev.NoiseFloor(speedup=result.speedup, interval=list(result.speedup_ci or ())))
         return result if result.ok else None

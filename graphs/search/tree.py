@@ -142,6 +142,9 @@ class SearchState(TypedDict, total=False):
     stop_reason: str
     best: str | None
     measurements_to_best: int
+    route_next: str  # where the route step sends the round (nodes.after_route): confirm, trial, measure, backup
+    trial: list[str]  # trial audits the route step recorded, for the trial node to buy
+    tried: list[str]  # children of this round already tried (trial audits): not routed again
 
 
 def check_version(state: Mapping[str, object], run_id: str) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.errors import SearchFailed
+from kernelcast.graphs.route.inputs import routing_input
 from kernelcast.graphs.route.routers.base import measure_order
 from kernelcast.graphs.route.trust import last_routes
 from kernelcast.graphs.search.budget import Budget
@@ -20,7 +21,6 @@ from kernelcast.graphs.search.confirm import Confirmer
 from kernelcast.graphs.search.family_book import FamilyBook
 from kernelcast.graphs.search.forecasting import ForecastStep
 from kernelcast.graphs.search.measure_step import MeasureStep
-from kernelcast.graphs.search.route_step import routing_input
 from kernelcast.graphs.search.spender import Spender
 from kernelcast.graphs.search.tree import (
     MAX_EMPTY_ROUNDS,
@@ -147,10 +147,10 @@ class VerifyStep:
                       key=lambda k: -expected_log_speedup(nodes[k]))
 
     def last_generator_problem(self) -> str:
-        errors = self.ctx.store.events(self.ctx.run_id, kind="generator_error")
+        errors = self.ctx.store.events.find(self.ctx.run_id, kind="generator_error")
         if errors:
             return "last error: " + ev.GeneratorError.model_validate(errors[-1].payload).error[:500]
-        generated = self.ctx.store.events(self.ctx.run_id, kind="generated")
+        generated = self.ctx.store.events.find(self.ctx.run_id, kind="generated")
         report = ev.Generated.model_validate(generated[-1].payload).report if generated else ""
         return ("its last report: " + report[:500]) if report else "it gave no reason"
 

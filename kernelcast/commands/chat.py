@@ -33,7 +33,7 @@ def show(messages: list[dict[str, Any]]) -> None:
 
 def progress(kind: str, payload: dict[str, Any]) -> None:
     """One line per hardware measurement of an approved optimize."""
-    from kernelcast.graphs.events import Spend, parse
+    from kernelcast.api import Spend, parse
 
     event = parse(kind, payload)
     if isinstance(event, Spend):

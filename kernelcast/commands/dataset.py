@@ -7,12 +7,12 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from kernelcast import api
 from kernelcast.commands.stores import readable_store, writable_store
 from kernelcast.console import console, fail
 from kernelcast.tools.core.measurement import MeasureConfig
 from kernelcast.tools.core.settings import get_settings
 from kernelcast.tools.core.task import builtin_task_paths, load_task, resolve_task
-from kernelcast.tools.hardware.measurers.factory import make_measurer
 
 app = typer.Typer(help="Build the measured dataset (resumable).", no_args_is_help=True)
 
@@ -31,8 +31,6 @@ def build(
     share_device: bool = typer.Option(False, "--share-device", help="let parallel workers share one device"),
 ) -> None:
     """Measure a pool of candidates per task into the store; rerun to continue where it stopped."""
-    from kernelcast.dataset import build_dataset
-
     if per_task < 1:
         fail(f"--per-task must be at least 1 (candidates per task), got {per_task}")
     if limit is not None and limit < 1:
@@ -49,7 +47,7 @@ def build(
     settings = get_settings()
     config = MeasureConfig(sizes=sizes, timeout_s=settings.measure_timeout_s)
     counts = {"correct": 0, "failed": 0}
-    with writable_store() as store, make_measurer(
+    with writable_store() as store, api.make_measurer(
             backends.pop(), device or settings.device, parallel=parallel, ray=ray, store=store,
             share_device=share_device) as worker, Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
@@ -68,7 +66,7 @@ def build(
             progress.update(bar, total=total, completed=done,
                             description=f"{task.name} {cand.short}: {result.status.value if result else '?'}")
 
-        made = build_dataset(chosen, store, worker, per_task=per_task, seed=seed, config=config, limit=limit,
+        made = api.build_dataset(chosen, store, worker, per_task=per_task, seed=seed, config=config, limit=limit,
                              on_progress=tick)
     console.print(f"{made} new measurements ({counts['correct']} correct, {counts['failed']} failed) in "
                   f"{Path(settings.db_path)}")
@@ -80,7 +78,7 @@ def export(path: Path = typer.Argument(..., help="output .jsonl.gz"),
     """Write the store's measured pairs (with device specs) to a portable gzipped JSON-lines file."""
     with readable_store() as store:
         try:
-            n = store.export_pairs(path, device)
+            n = store.pairs.export_to(path, device)
         except OSError as exc:
             fail(f"cannot write {path}: {exc.strerror or exc}")
     console.print(f"exported {n} measured pairs to {path}")
@@ -95,6 +93,6 @@ def import_(path: Path = typer.Argument(..., help="a file written by `kernelcast
     if not path.exists():
         fail(f"{path} not found")
     with writable_store() as store:
-        n = store.import_pairs(path)
+        n = store.pairs.import_from(path)
     console.print(f"imported {n} measured pairs from {path} (marked imported: training data, not this device's "
                   "own measurements)")

@@ -21,12 +21,10 @@ from pydantic import ValidationError
 from rich.live import Live
 from rich.table import Table
 
+from kernelcast.api import RunResult, Store, parse, spend_text
+from kernelcast.api import events as ev
 from kernelcast.console import console, fail
-from kernelcast.graphs import events as ev
-from kernelcast.graphs.events import parse
-from kernelcast.graphs.search.result import RunResult, spend_text
 from kernelcast.tools.core.errors import EXIT_INTERRUPTED, EXIT_USAGE
-from kernelcast.tools.store.store import Store
 
 
 class LiveView:
@@ -120,7 +118,7 @@ def own_run(store: Store) -> str | None:
     """The run this process created or claimed and has not finished (an interrupt can come before the run's first
     event names it), or None."""
     try:
-        runs = store.runs(limit=20)
+        runs = store.runs.recent(limit=20)
     except Exception:  # noqa: BLE001 - only a hint for the interrupt message
         return None
     return next((r.id for r in runs if r.owner_pid == os.getpid() and r.status != "finished"), None)

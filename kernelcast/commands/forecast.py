@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from kernelcast import api
-from kernelcast.agents.registry import DEFAULT_FORECASTER, FORECASTERS
+from kernelcast.api import DEFAULT_FORECASTER, FORECASTERS
 from kernelcast.commands.measure import candidate_from_options
 from kernelcast.commands.stores import readable_store
 from kernelcast.console import console, fail
@@ -68,12 +68,10 @@ def calibration(
     out: Path | None = typer.Option(None, "--out", help="folder for the PNGs (default <KERNELCAST_HOME>/calibration)"),
 ) -> None:
     """Score stored forecasts against measurements (table) and write reliability and risk-coverage plots."""
-    from kernelcast.calibration_report import evaluate, load_pairs, write_plots
-
     with readable_store() as store:
-        data = load_pairs(store, forecaster, model, task)
+        data = api.calibration_pairs(store, forecaster, model, task)
     try:
-        summary, recovered = evaluate(data)
+        summary, recovered = api.score_calibration(data)
     except ValueError as exc:
         fail(f"{exc} (forecasts are stored by `kernelcast forecast`, `optimize` and bench/forecaster_bench.py)")
     label = forecaster or "all forecasters"
@@ -89,5 +87,5 @@ def calibration(
     table.add_row("left out: failed measurements / failed forecasts",
                   f"{data.failed_measurements} / {data.failed_forecasts}")
     console.print(table)
-    for path in write_plots(data, out or get_settings().home / "calibration", label):
+    for path in api.calibration_plots(data, out or get_settings().home / "calibration", label):
         console.print(f"wrote {path}")

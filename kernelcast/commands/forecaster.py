@@ -19,12 +19,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from kernelcast import api
-from kernelcast.agents.registry import FORECASTERS
-from kernelcast.agents.train.data import CORPUS_MANIFEST, TrainingRow, read_jsonl
-from kernelcast.agents.train.prompt import MAX_SOURCE_CHARS
+from kernelcast.api import CORPUS_MANIFEST, FORECASTERS, MAX_SOURCE_CHARS, Store, TrainingRow, read_jsonl
 from kernelcast.commands.stores import readable_store
 from kernelcast.console import console, err_console, fail
-from kernelcast.tools.store.store import Store
 
 
 @contextmanager
@@ -88,13 +85,11 @@ def dataset(
     max_source_chars: int = typer.Option(MAX_SOURCE_CHARS, "--max-source-chars", help="per kernel in the prompt"),
 ) -> None:
     """Write the training and evaluation sets (comments stripped, split by task and suite, unique by candidate)."""
-    from kernelcast.dataset import forecaster_dataset
-
     if out.exists() and not out.is_dir():
         fail(f"{out} is a file; the dataset is a folder (train.jsonl, eval.jsonl, manifest.json): name a folder")
     with _store_or_none() as store:
         try:
-            manifest = forecaster_dataset(store, out, include_seed=not no_seed_data,
+            manifest = api.forecaster_dataset(store, out, include_seed=not no_seed_data,
                                           eval_tasks=[t.strip() for t in eval_tasks.split(",")] if eval_tasks else None,
                                           eval_share=eval_share, seed=seed, corpus_manifest=corpus_manifest,
                                           max_source_chars=max_source_chars)
@@ -150,20 +145,16 @@ def train(
 
         try:
             if method == "score":
-                from kernelcast.agents.train.score import ScoreConfig, train_score
-
-                metrics = train_score(ScoreConfig(
-                    base=base, out=out, loss=loss, steps=steps, max_seconds=max_seconds, batch_size=batch_size,
-                    lr=lr or 2e-4, lora_rank=lora_rank or 16, seed=seed, checkpoint_every=checkpoint_every,
-                    max_prompt_tokens=max_prompt_tokens, device=device), rows, tick)
+                metrics = api.train_model(
+                    "score", rows, tick, base=base, out=out, loss=loss, steps=steps, max_seconds=max_seconds,
+                    batch_size=batch_size, lr=lr or 2e-4, lora_rank=lora_rank or 16, seed=seed,
+                    checkpoint_every=checkpoint_every, max_prompt_tokens=max_prompt_tokens, device=device)
             else:
-                from kernelcast.agents.train.grpo import GRPOSettings, train_grpo
-
-                metrics = train_grpo(GRPOSettings(
-                    base=base, out=out, reward=reward, steps=steps, max_seconds=max_seconds,
+                metrics = api.train_model(
+                    "grpo", rows, tick, base=base, out=out, reward=reward, steps=steps, max_seconds=max_seconds,
                     prompts_per_step=prompts_per_step, num_generations=num_generations, lr=lr or 4e-5,
                     lora_rank=lora_rank or 32, seed=seed, checkpoint_every=checkpoint_every,
-                    warm_start_steps=warm_start, device=device), rows, tick)
+                    warm_start_steps=warm_start, device=device)
         except (FileNotFoundError, ValueError) as exc:
             fail(str(exc))
     resumed = f", resumed from step {', '.join(map(str, metrics.resumed_from))}" if metrics.resumed_from else ""
@@ -181,11 +172,9 @@ def export(
 ) -> None:
     """Merge a trained model's LoRA adapter into its base and write a plain Hugging Face model folder, which vLLM,
     transformers, llama.cpp's convert_hf_to_gguf.py and `--model local:OUT` load as it is."""
-    from kernelcast.agents.train.export import export_merged
-
     with console.status(f"merging {trained}'s adapter into its base"):
         try:
-            meta = export_merged(trained, out, dtype=dtype, overwrite=overwrite)
+            meta = api.export_model(trained, out, dtype=dtype, overwrite=overwrite)
         except (FileNotFoundError, ValueError) as exc:
             fail(str(exc))
         except OSError as exc:
@@ -206,24 +195,19 @@ def eval_(
 ) -> None:
     """Score a forecaster on held-out rows: accuracy, within-1, Brier, CRPS, ECE, AURC, recovered speedup, and
     whether its error falls as its confidence rises."""
-    from kernelcast.agents.forecast.learned import task_lookup
-    from kernelcast.agents.registry import make_forecaster
-    from kernelcast.forecaster_eval import REPORT_ROWS, evaluate_forecaster
-
     rows = _dataset_rows(data, "eval.jsonl")[:limit]
     if not rows:
         fail(f"{data} holds no evaluation rows")
     with _store_or_none() as store:
         try:
-            agent = make_forecaster(forecaster, store=store, device=rows[0].device, model=model)
+            agent = api.eval_forecaster(forecaster, model, rows, store)
         except ValueError as exc:
             fail(str(exc))
-        lookup = task_lookup(store)
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, transient=True) as progress:
             bar = progress.add_task(f"forecasting with {forecaster}", total=len(rows))
-            report = evaluate_forecaster(f"{forecaster}{' / ' + model if model else ''}", agent, rows, lookup,
-                                         lambda done, total: progress.update(bar, completed=done))
+            report = api.evaluate_model(f"{forecaster}{' / ' + model if model else ''}", agent, rows, store,
+                                        lambda done, total: progress.update(bar, completed=done))
     if report.seen_tasks:
         err_console.print(f"[yellow]warning:[/] {forecaster} has learned from the evaluation tasks "
                       f"{', '.join(report.seen_tasks)}: these are not held-out scores", highlight=False)
@@ -234,7 +218,7 @@ def eval_(
                   f"scored as uniform)")
     table.add_column("metric")
     table.add_column("value")
-    for label, key in REPORT_ROWS:
+    for label, key in api.REPORT_ROWS:
         table.add_row(label, f"{getattr(report, key):.3f}")
     console.print(table)
 

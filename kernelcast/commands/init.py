@@ -8,8 +8,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from kernelcast.api import missing, write_task
 from kernelcast.console import console, fail
-from kernelcast.task_init import missing, write_task
 
 app = typer.Typer()
 

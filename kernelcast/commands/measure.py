@@ -9,17 +9,14 @@ import typer
 from rich.table import Table
 
 from kernelcast import api
+from kernelcast.api import Store, interval_text, shown_flags, throughput
 from kernelcast.commands.stores import readable_store, store_exists, writable_store
 from kernelcast.console import console, fail
-from kernelcast.graphs.search.result import interval_text
-from kernelcast.graphs.search.roofline import throughput
-from kernelcast.throughput import shown_flags
 from kernelcast.tools.core.bins import BIN_NAMES
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.errors import EXIT_DEVICE, EXIT_FAILED
 from kernelcast.tools.core.measurement import MeasureConfig, Measurement
 from kernelcast.tools.core.settings import get_settings
-from kernelcast.tools.store.store import Store
 
 app = typer.Typer()
 
@@ -93,7 +90,7 @@ def measure(
         with console.status(f"measuring {task_obj.name} candidate {cand.short} ({sizes} size)...",
                             spinner="dots") if not as_json else nullcontext():
             result = api.measure(task_obj, cand, device=device, config=config, store=store)
-        hw = store.devices().get(result.device)
+        hw = store.devices.all().get(result.device)
         rate = throughput(task_obj, result, hw, store) if hw is not None else None
     if as_json:
         extra = {"throughput": rate.model_dump(mode="json") if rate is not None else None}
@@ -117,30 +114,18 @@ def devices(as_json: bool = typer.Option(False, "--json"),
     if ray is not None:
         _cluster_devices(ray, backend, as_json)
         return
-    from kernelcast.tools.hardware.backends.opencl import device_spec, list_devices
-    from kernelcast.tools.hardware.probe import probe_devices
-
     with _verdict_store(refresh) as store:
-        statuses = {s.index: s for s in probe_devices(store, refresh=refresh)}
-    default = next((s.index for s in statuses.values() if s.healthy), None)
-    listed = {index: device_spec(p, d) for index, p, d in list_devices()}
-    rows = [(index, listed[index], s.healthy, s.reason) for index, s in statuses.items()]
-    try:
-        from kernelcast.tools.hardware.backends.cuda import list_devices as cuda_devices
-
-        rows += [(f"cuda:{i}", spec, True, "") for i, spec in enumerate(cuda_devices())]
-    except ImportError:
-        pass
+        rows, default = api.device_rows(store, refresh=refresh)
     if as_json:
-        print(json.dumps([{"index": i, "healthy": ok, "reason": why, "default": i == default, **spec.model_dump()}
-                          for i, spec, ok, why in rows], indent=2))
+        print(json.dumps([{"index": r.index, "healthy": r.healthy, "reason": r.reason, "default": r.index == default,
+                           **r.spec.model_dump()} for r in rows], indent=2))
         return
     if not rows:
         fail("no OpenCL or CUDA device found", EXIT_DEVICE)
-    for index, spec, ok, why in rows:
-        status = ("[green]healthy[/]" + (" [bold](default)[/]" if index == default else "")) if ok else \
-            f"[red]skipped:[/] {why}"
-        console.print(f"[bold]{index}[/]  {status}\n{spec.summary()}\n", highlight=False)
+    for row in rows:
+        status = ("[green]healthy[/]" + (" [bold](default)[/]" if row.index == default else "")) if row.healthy else \
+            f"[red]skipped:[/] {row.reason}"
+        console.print(f"[bold]{row.index}[/]  {status}\n{row.spec.summary()}\n", highlight=False)
     if default is None:
         fail("no usable OpenCL device (see the reasons above)", EXIT_DEVICE)
 
@@ -156,10 +141,9 @@ def _verdict_store(refresh: bool) -> AbstractContextManager[Store | None]:
 def _cluster_devices(address: str, backend: str, as_json: bool) -> None:
     """One actor per device of the cluster (GPU for CUDA, node for OpenCL), started, asked, stopped."""
     try:
-        from kernelcast.tools.hardware.measurers.ray import cluster_devices
+        actors = api.cluster_devices(address, backend)
     except ImportError as exc:
         fail(f"--ray needs the ray package (pip install 'kernelcast[ray]'): {exc}", EXIT_DEVICE)
-    actors = cluster_devices(address, backend)
     if as_json:
         print(json.dumps([{"host": a.host, "node": a.node_id, "gpus": list(a.gpu_ids), **a.spec.model_dump()}
                           for a in actors], indent=2))

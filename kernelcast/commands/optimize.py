@@ -11,28 +11,36 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from kernelcast import api
-from kernelcast.agents.registry import FORECASTERS, SELECTABLE_GENERATORS, forecaster_spec, generator_spec
+from kernelcast.api import (
+    FORECASTERS,
+    ROUTERS,
+    SELECTABLE_GENERATORS,
+    RooflineVerdict,
+    RunConfig,
+    RunRecord,
+    RunResult,
+    ShownSpeedup,
+    Throughput,
+    default,
+    forecaster_spec,
+    generator_spec,
+    interval_text,
+    listed_router,
+    logged,
+    plural,
+    ranked,
+    report_note,
+    router_spec,
+    run_roofline,
+    run_throughput,
+    shown_speedups,
+)
+from kernelcast.api import events as ev
 from kernelcast.commands.drive import drive, piped, report_interrupted, result_line
 from kernelcast.commands.stores import readable_store, store_exists, writable_store
 from kernelcast.console import console, err_console, fail
-from kernelcast.graphs import events as ev
-from kernelcast.graphs.config import RunConfig, default, listed_router
-from kernelcast.graphs.events import logged
-from kernelcast.graphs.route.routers import ROUTERS, router_spec
-from kernelcast.graphs.search.result import (
-    RunResult,
-    ShownSpeedup,
-    interval_text,
-    plural,
-    ranked,
-    run_roofline,
-    shown_speedups,
-)
-from kernelcast.graphs.search.roofline import RooflineVerdict, Throughput, run_throughput
-from kernelcast.report import report_note
 from kernelcast.tools.core.errors import EXIT_INTERRUPTED
 from kernelcast.tools.core.settings import get_settings
-from kernelcast.tools.store.records import RunRecord
 
 app = typer.Typer()
 
@@ -107,7 +115,7 @@ def answer_cell(run: RunRecord) -> str:
 
 def _throughput(run_id: str, key: str) -> Throughput | None:
     with readable_store() as store:
-        run = store.run(run_id)
+        run = store.runs.get(run_id)
         return run_throughput(store, run, key) if run is not None else None
 
 
@@ -190,7 +198,7 @@ def resume(run_id: str = typer.Argument(...), events: str | None = typer.Option(
     """Continue an interrupted run; nothing measured is lost or bought twice. A finished run whose report was never
     written (interrupted while writing it) gets its report."""
     with writable_store() as store:
-        row = store.run(run_id)
+        row = store.runs.get(run_id)
         done = RunResult.of_run(row) if row is not None and row.status == "finished" else None
         if done is None or (Path(done.folder) / "report.html").is_file():
             budget, spent = (row.budget, row.spent) if row is not None else (None, 0)
@@ -206,7 +214,7 @@ def runs(task: str | None = typer.Option(None, "--task"), limit: int = typer.Opt
         console.print(f"no runs yet ({get_settings().db_path} does not exist)", highlight=False)
         return
     with readable_store() as store:
-        records, damaged = store.run_listing(task=task, limit=limit)
+        records, damaged = store.runs.listing(task=task, limit=limit)
     table = Table(title=f"runs in {get_settings().db_path}")
     table.add_column("id", no_wrap=True, min_width=max((len(r.id) for r in records), default=2))  # `show` needs it
     for col in ("task", "status", "router", "spent", "answer", "created"):
@@ -239,16 +247,16 @@ def show(run_id: str = typer.Argument(...), as_json: bool = typer.Option(False, 
     if not store_exists():
         fail(f"no run with id {run_id!r}: nothing has run yet ({get_settings().db_path} does not exist)")
     with readable_store() as store:
-        run = store.run(run_id)
+        run = store.runs.get(run_id)
         if run is None:
-            matches = [r.id for r in store.runs(limit=10_000) if r.id.startswith(run_id)]
+            matches = [r.id for r in store.runs.recent(limit=10_000) if r.id.startswith(run_id)]
             if len(matches) > 1:
                 fail(f"run id {run_id!r} is ambiguous: it starts {len(matches)} runs ({', '.join(matches[:8])}"
                      f"{', ...' if len(matches) > 8 else ''}); give more of it")
             fail(f"no run with id {run_id!r} (see `kernelcast runs`)")
-        events = store.events(run.id)
-        ledger = store.measurements(run_id=run.id)
-        intents = store.intents(run.task)
+        events = store.events.find(run.id)
+        ledger = store.ledger.find(run_id=run.id)
+        intents = store.candidates.intents(run.task)
     if as_json:
         print(json.dumps({**run.model_dump(mode="json"), "events": [e.model_dump(mode="json") for e in events]},
                          indent=1))

@@ -8,8 +8,7 @@ import typer
 from rich.table import Table
 
 from kernelcast import api
-from kernelcast.agents.generate.base import ProposalReport
-from kernelcast.agents.registry import DEFAULT_GENERATOR, SELECTABLE_GENERATORS
+from kernelcast.api import DEFAULT_GENERATOR, SELECTABLE_GENERATORS, ProposalReport
 from kernelcast.console import console, fail
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.errors import EXIT_FAILED

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from kernelcast import api
 from kernelcast.console import console
 
 app = typer.Typer()
@@ -19,10 +20,8 @@ def report(
 ) -> None:
     """Write report.html plus PNGs: progress vs measurements, search tree, forecast confusion, reliability, top
     kernels with diffs."""
-    from kernelcast.report import write_report
-
     with console.status(f"drawing the report of {run_id}...", spinner="dots"):
-        page = write_report(run_id, compare=compare, out=out)
+        page = api.write_report(run_id, compare=compare, out=out)
     console.print(f"report: {page}", highlight=False)
     for png in sorted(page.parent.glob("*.png")):
         console.print(f"  {png.name}", highlight=False)

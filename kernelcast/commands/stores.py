@@ -11,7 +11,6 @@ from pathlib import Path
 from kernelcast import api
 from kernelcast.console import fail
 from kernelcast.tools.core.settings import get_settings
-from kernelcast.tools.store.store import Store
 
 
 @contextmanager
@@ -26,7 +25,7 @@ def store_problems(path: str | Path) -> Iterator[None]:
 
 
 @contextmanager
-def readable_store() -> Iterator[Store]:
+def readable_store() -> Iterator[api.Store]:
     """The configured store opened read-only (nothing is written, so a database and folder nobody may write
     to still serve ``runs``, ``show``, ``report``, ``devices``); problems as :func:`store_problems`."""
     path = get_settings().db_path
@@ -35,7 +34,7 @@ def readable_store() -> Iterator[Store]:
 
 
 @contextmanager
-def writable_store() -> Iterator[Store]:
+def writable_store() -> Iterator[api.Store]:
     """The configured store for commands that record (``measure``, ``optimize``, ``resume``, ``dataset``),
     checked writable before anything is spent, closed afterwards; problems as :func:`store_problems`."""
     path = get_settings().db_path

@@ -10,8 +10,8 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
+from kernelcast.api import missing
 from kernelcast.console import console, err_console
-from kernelcast.task_init import missing
 from kernelcast.tools.core.errors import EXIT_USAGE
 from kernelcast.tools.core.task import (
     MAX_TASK_FILE_BYTES,

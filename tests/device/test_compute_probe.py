@@ -36,10 +36,10 @@ def test_the_compute_roof_is_measured_once_and_only_the_verdict_reads_it(tmp_pat
     rate = run_compute_probe(worker)
     assert rate is not None and 1e8 < rate < 1e16, rate
     store = Store(tmp_path / "k.db")
-    store.upsert_device(hw)
+    store.devices.upsert(hw)
     replay = Counting(worker, simulated=True)
     ensure_compute_peak(store, hw, replay)
-    assert replay.measured == 0 and store.device_probe(hw.key, COMPUTE_PROBE) is None, "a replay measures nothing"
+    assert replay.measured == 0 and store.devices.probe(hw.key, COMPUTE_PROBE) is None, "a replay measures nothing"
     before = DeviceModel.of(hw, device_bandwidth(store, hw))
     counting = Counting(worker)
     ensure_compute_peak(store, hw, counting)

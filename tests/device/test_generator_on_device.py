@@ -293,7 +293,7 @@ def test_api_propose_validates_on_the_device_and_stores_nothing(kc_home: Path, w
     assert len(got.candidates) == 3 == got.report.accepted, got.report.summary()
     assert all(got.report.validation[c.hash] == "compiles" for c in got.candidates)
     assert all(c.parent == task.reference().hash for c in got.candidates)
-    assert store.candidates("saxpy") == [] and store.measurements() == []  # proposing buys and stores nothing
+    assert store.candidates.of_task("saxpy") == [] and store.ledger.find() == []  # proposing buys and stores nothing
     store.close()
     for c in got.candidates:
         assert worker.measure(task, c, SMALL).status is Status.correct, c.intent
@@ -329,7 +329,7 @@ def test_a_task_without_small_sizes_measures_one_problem_under_one_label(tmp_pat
     env = RunEnv(tmp_path, measure_timeout_s=60)
     runs = [start_run(RunConfig(task=str(toml), budget=4, router="measure-all", sizes=sizes, confirm_top=0,
                                 measure_per_round=2), store, env) for sizes in ("small", "full")]
-    assert [RunConfig.of_run(store.run(r.run_id)).sizes for r in runs] == ["full", "full"]  # type: ignore[arg-type]
-    searched = [{m.candidate_hash for m in store.measurements(run_id=r.run_id) if m.phase == "search"} for r in runs]
+    assert [RunConfig.of_run(store.runs.get(r.run_id)).sizes for r in runs] == ["full", "full"]  # type: ignore[arg-type]
+    searched = [{m.candidate_hash for m in store.ledger.find(run_id=r.run_id) if m.phase == "search"} for r in runs]
     assert all(searched) and not searched[0] & searched[1], "the full-size run measured the small run's kernels again"
-    assert all(m.sizes == "full" for m in store.measurements(task="one_size"))
+    assert all(m.sizes == "full" for m in store.ledger.find(task="one_size"))

@@ -155,7 +155,7 @@ def test_a_broken_selected_device_stops_the_worker_with_its_reason(tmp_path: Pat
 
     store = Store(tmp_path / "k.db")
     status = choose_device(None, store)
-    store.record_probe_verdict(status.key, status.driver, "compiler rejects this CPU: test verdict")
+    store.devices.record_verdict(status.key, status.driver, "compiler rejects this CPU: test verdict")
     from kernelcast.tools.hardware import probe as device_probe
 
     device_probe._memo.clear()  # the process memo would answer first; the store's verdict is the one we test
@@ -180,7 +180,7 @@ def test_a_broken_task_stops_every_command_before_spending(tmp_path: Path) -> No
         assert out.returncode == 2, (args, out.stdout, out.stderr)
         assert "inout" in out.stdout + out.stderr and "Traceback" not in out.stderr, args
     store = Store(home / "kernelcast.db")
-    assert store.runs() == [] and store.measurements() == []
+    assert store.runs.recent() == [] and store.ledger.find() == []
 
 
 def test_a_generator_that_never_proposes_fails_the_run(tmp_path: Path) -> None:
@@ -191,5 +191,5 @@ def test_a_generator_that_never_proposes_fails_the_run(tmp_path: Path) -> None:
     assert "proposed no candidate" in out.stdout + out.stderr and "Traceback" not in out.stderr
     from kernelcast.tools.store.store import Store
 
-    runs = Store(tmp_path / "home" / "kernelcast.db").runs()
+    runs = Store(tmp_path / "home" / "kernelcast.db").runs.recent()
     assert [r.status for r in runs] == ["failed"] and runs[0].spent == 0

@@ -63,7 +63,7 @@ def test_a_session_caller_cannot_claim_a_template_point_for_another_kernel(home:
     assert accepted.valid and accepted.hash == genuine.hash
     store = Store(home / "kernelcast.db")
     try:
-        claims = [c for c in store.candidates("saxpy") if c.params is not None]
+        claims = [c for c in store.candidates.of_task("saxpy") if c.params is not None]
         assert [c.hash for c in claims] == [genuine.hash]
         assert all(task.instantiate(c.params).hash == c.hash for c in claims if c.params is not None)
     finally:
@@ -88,15 +88,15 @@ def test_a_tampered_replay_is_flagged_kept_apart_and_never_a_live_significant_sp
     config = RunConfig(task=str(tiny_template), budget=4, router="measure-all", forecaster="none", sizes="small",
                        measure_per_round=3, confirm_top=1, replay=str(tmp_path / "recorded.db"))
     result = start_run(config, store, RunEnv(tmp_path / "replayed", measure_timeout_s=60))
-    bought = store.measurements(run_id=result.run_id)
+    bought = store.ledger.find(run_id=result.run_id)
     assert any(m.speedup == 25.0 for m in bought), "the tampered rows were not replayed: nothing to check"
     assert result.best_speedup == 25.0 and not result.significant, result.verdict
     assert result.verdict.startswith(f"replayed from {config.replay}, nothing measured now"), result.verdict
 
     task, device = load_task(tiny_template), result.device
-    assert store.measurements(task=task.name) == [] and store.measured_pairs(sizes="small") == []
-    assert store.measured_params(task.name, device, "small", fingerprint=task.fingerprint) == []
-    assert all(store.latest_measurement(m.candidate_hash, device, "small") is None for m in bought)
+    assert store.ledger.find(task=task.name) == [] and store.ledger.measured_pairs(sizes="small") == []
+    assert store.ledger.measured_params(task.name, device, "small", fingerprint=task.fingerprint) == []
+    assert all(store.ledger.latest(m.candidate_hash, device, "small") is None for m in bought)
     context = GenerationContext.from_store(store, task, device, task.reference(), sizes="small")
     assert context.known_hashes == set() and context.measured_points == [] and context.tried == []
     assert all(m.replayed for m in bought) and result.replayed_from == config.replay
@@ -115,7 +115,7 @@ def test_a_probe_verdict_without_a_reason_is_probed_again(tmp_path: Path) -> Non
     never listed as "skipped: None"."""
     store = Store(tmp_path / "k.db")
     chosen = device_probe.choose_device(None, store)
-    store.record_probe_verdict(chosen.key, chosen.driver, "")
+    store.devices.record_verdict(chosen.key, chosen.driver, "")
     with store.db.conn:
         store.db.execute("update device_probes set reason = NULL where key = ? and driver = ?",
                          [chosen.key, chosen.driver])
@@ -125,7 +125,7 @@ def test_a_probe_verdict_without_a_reason_is_probed_again(tmp_path: Path) -> Non
     finally:
         device_probe._memo.clear()
     assert status.healthy and status.reason == "", status.reason
-    assert store.probe_verdict(chosen.key, chosen.driver) == ""  # repaired
+    assert store.devices.verdict(chosen.key, chosen.driver) == ""  # repaired
 
 
 DAMAGED = ["{not json", '{"value": "NaN"}', '{"detail": {}}', "-5"]  # not JSON, no finite value, none, no record
@@ -137,12 +137,12 @@ def test_a_damaged_triad_row_is_probed_again_and_repaired(tmp_path: Path, worker
     store = Store(tmp_path / "k.db")
     hw = worker.hardware_spec()
     for key, value in ((PROBE, 12.5e9), (WORK_GROUP_PROBE, 1e-7), (SCATTER_PROBE, 1e-9), (SIMD_PROBE, 8)):
-        store.set_device_probe(hw.key, key, value, {"task": "saxpy"})
+        store.devices.set_probe(hw.key, key, value, {"task": "saxpy"})
     for damage in DAMAGED:
         with store.db.conn:
             store.db.execute("update meta set value = ? where key = ?", [damage, f"probe:{PROBE}:{hw.key}"])
-        assert store.device_probe(hw.key, PROBE) is None, damage
+        assert store.devices.probe(hw.key, PROBE) is None, damage
         assert not device_bandwidth(store, hw).probed, damage  # no worker: a guess, not an error in every forecast
     repaired = device_bandwidth(store, hw, worker)
     assert repaired.probed and 1e8 < repaired.bytes_per_s < 1e13
-    assert store.device_probe(hw.key, PROBE) == pytest.approx(repaired.bytes_per_s)
+    assert store.devices.probe(hw.key, PROBE) == pytest.approx(repaired.bytes_per_s)

@@ -217,11 +217,11 @@ def stored(tmp_path_factory: pytest.TempPathFactory, task: Task, candidates: lis
            local: LocalMeasurer, local_results: dict[str, Measurement]) -> Path:
     path = tmp_path_factory.mktemp("replay") / "kernelcast.db"
     store = Store(path)
-    store.upsert_task(task)
-    store.upsert_device(local.hardware_spec())
+    store.tasks.upsert(task)
+    store.devices.upsert(local.hardware_spec())
     for cand in candidates:
-        store.add_candidate(cand)
-        store.add_measurement(local_results[cand.hash], run_id="stored-run")
+        store.candidates.add(cand)
+        store.ledger.add(local_results[cand.hash], run_id="stored-run")
     store.close()
     return path
 
@@ -286,7 +286,7 @@ def test_replay_device_must_be_in_the_store(store: Store, tmp_path: Path) -> Non
             make_measurer("opencl", None, replay_store=empty)
     finally:
         empty.close()
-    key = next(iter(store.devices()))
+    key = next(iter(store.devices.all()))
     assert make_measurer("opencl", key, replay_store=store).hardware_spec().key == key
 
 

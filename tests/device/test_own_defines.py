@@ -115,5 +115,5 @@ def test_propose_and_measure_own_defines(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["status"] == "correct" and result["speedup"] > 0
-    stored = Store(tmp_path / "home" / "kernelcast.db").candidate(result["candidate_hash"])
+    stored = Store(tmp_path / "home" / "kernelcast.db").candidates.get(result["candidate_hash"])
     assert stored.params == chosen and stored.source.startswith(f"#define BS {chosen['BS']}\n#ifndef BS")

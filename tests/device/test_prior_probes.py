@@ -30,7 +30,7 @@ def test_triad_probe_is_measured_once_and_stored(tmp_path: Path, worker: Measure
     assert not device_bandwidth(store, hw).probed  # nothing stored, no worker: a guess
     first = device_bandwidth(store, hw, worker)
     assert first.probed and 1e8 < first.bytes_per_s < 1e13
-    assert store.device_probe(hw.key, PROBE) == pytest.approx(first.bytes_per_s)
+    assert store.devices.probe(hw.key, PROBE) == pytest.approx(first.bytes_per_s)
     again = device_bandwidth(Store(tmp_path / "k.db"), hw)  # a new process reads it back without measuring
     assert again.probed and again.bytes_per_s == pytest.approx(first.bytes_per_s)
     if hw.device_type != "CPU":  # a GPU's launch costs are not probed: the prior does not use them there
@@ -40,7 +40,7 @@ def test_triad_probe_is_measured_once_and_stored(tmp_path: Path, worker: Measure
     assert first.costs is not None and min(first.costs.work_group_s, first.costs.scattered_store_s) >= 0
     assert again.costs is not None and again.costs.work_group_s == pytest.approx(first.costs.work_group_s)
     assert again.costs.scattered_store_s == pytest.approx(first.costs.scattered_store_s)
-    assert store.device_probe(hw.key, SCATTER_PROBE) == pytest.approx(first.costs.scattered_store_s)
+    assert store.devices.probe(hw.key, SCATTER_PROBE) == pytest.approx(first.costs.scattered_store_s)
 
 
 class CountingWorker:
@@ -67,7 +67,7 @@ def test_a_store_from_before_gets_the_cpu_costs_probed_once(tmp_path: Path, work
     hw = worker.hardware_spec()
     old = {PROBE: 12.5e9, WORK_GROUP_PROBE: 1e-7, SCATTER_PROBE: 1e-9}
     for key in held:  # as a store from before
-        store.set_device_probe(hw.key, key, old[key], {"task": "saxpy"})
+        store.devices.set_probe(hw.key, key, old[key], {"task": "saxpy"})
     assert device_bandwidth(store, hw).costs is None  # no worker: the triad alone, the model's defaults
     counting = CountingWorker(worker)
     probed = device_bandwidth(store, hw, counting)
@@ -75,8 +75,8 @@ def test_a_store_from_before_gets_the_cpu_costs_probed_once(tmp_path: Path, work
     # then float4 and float8 (not where the runtime did not vectorize); a GPU: the compute roof
     first = counting.measured
     assert probed.bytes_per_s == 12.5e9 and first in ((4, 6) if hw.device_type == "CPU" else (1,))
-    assert store.device_probe(hw.key, WORK_GROUP_PROBE) is not None  # measured, or marked unavailable
-    assert store.device_probe(hw.key, SIMD_PROBE) is not None
+    assert store.devices.probe(hw.key, WORK_GROUP_PROBE) is not None  # measured, or marked unavailable
+    assert store.devices.probe(hw.key, SIMD_PROBE) is not None
     again = device_bandwidth(store, hw, counting)
     assert counting.measured == first  # not asked again
     assert (again.costs is None) == (probed.costs is None)

@@ -92,12 +92,12 @@ def test_a_run_whose_router_prunes_everything_still_spends_its_budget(tmp_path: 
     assert result.stop_reason.startswith("budget spent")
 
     rounds: list[list[tuple[str, RouteRecord]]] = []
-    for event in store.events(result.run_id):
+    for event in store.events.find(result.run_id):
         if event.kind == "generated":
             rounds.append([])
         elif event.kind == "route":
             rounds[-1].append((event.candidate_hash or "", RouteRecord.model_validate(event.payload)))
-    searched = {m.candidate_hash for m in store.measurements(run_id=result.run_id) if m.phase == "search"}
+    searched = {m.candidate_hash for m in store.ledger.find(run_id=result.run_id) if m.phase == "search"}
     spare = [(key, r) for round_ in rounds for key, r in round_ if r.spare]
     assert spare, "no round trusted every child: the run never needed its spare budget"
     for round_ in rounds:
@@ -130,7 +130,7 @@ def test_a_run_whose_router_prunes_everything_still_spends_its_budget(tmp_path: 
     # confirmed incumbent (or the reference)
     first: dict[str, float] = {}
     confirmed: dict[str, float | None] = {}
-    for event in store.events(result.run_id):
+    for event in store.events.find(result.run_id):
         if event.kind == "spend":
             spend = Spend.model_validate(event.payload)
             speed = spend.speedup if spend.status == "correct" else None
@@ -149,12 +149,12 @@ def test_a_run_whose_router_prunes_everything_still_spends_its_budget(tmp_path: 
                 assert stands[record.incumbent_hash] == record.incumbent
                 if record.trusted_as:  # trusted, audited or measured as spare: judged on its forecast
                     assert record.incumbent_hash in confirmed, "a forecast trusted against one measurement"
-    trusted_against_a_kernel = [RouteRecord.model_validate(e.payload) for e in store.events(result.run_id, kind="route")]
+    trusted_against_a_kernel = [RouteRecord.model_validate(e.payload) for e in store.events.find(result.run_id, kind="route")]
     trusted_against_a_kernel = [r for r in trusted_against_a_kernel if r.trusted_as and r.incumbent_hash]
-    confirms_before_trust = [e for e in store.events(result.run_id, kind="confirm") if e.payload["before_trust"]]
+    confirms_before_trust = [e for e in store.events.find(result.run_id, kind="confirm") if e.payload["before_trust"]]
     assert confirms_before_trust or not trusted_against_a_kernel
     judged = {e.candidate_hash: RouteRecord.model_validate(e.payload).incumbent_hash
-              for e in store.events(result.run_id, kind="route")}
+              for e in store.events.find(result.run_id, kind="route")}
     assert all(d.incumbent_hash == judged[d.candidate_hash] for d in unbacked)
     assert summary.paired == check_pairing(store, result.run_id)  # each paired measurement judges its decision
     assert 0 <= summary.paired_read_otherwise <= summary.paired
@@ -243,12 +243,12 @@ def test_when_the_generator_runs_dry_the_budget_goes_to_the_best_untried_childre
                        trust_seed_replay=False)
     result = start_run(config, store, RunEnv(tmp_path, measure_timeout_s=60))
 
-    events = store.events(result.run_id)
+    events = store.events.find(result.run_id)
     last_generated = max(e.seq for e in events if e.kind == "generated")
     after = [e for e in events if e.kind == "spend" and e.seq > last_generated and e.payload["phase"] == "search"]
     assert after, f"nothing was measured after the generator ran dry: {result.stop_reason}"
     routed = {e.candidate_hash: RouteRecord.model_validate(e.payload) for e in events if e.kind == "route"}
-    measured = {m.candidate_hash for m in store.measurements(run_id=result.run_id)}
+    measured = {m.candidate_hash for m in store.ledger.find(run_id=result.run_id)}
     untried = [k for k, r in routed.items() if k not in measured and not r.trusted_as]
     assert not untried or result.spent == config.budget, (len(untried), result.stop_reason)
     assert result.spent > len(after) and result.best_hash is not None

@@ -24,9 +24,9 @@ def test_a_run_certifies_on_its_tasks_rows_unless_told_to_use_every_tasks(tmp_pa
         config = RunConfig(task="gemm", budget=10, router="selective", sizes="small", measure_per_round=2,
                            trust_seed_replay=True, trust_task_rows=own_rows, audit_share=0.3)
         result = start_run(config, store, RunEnv(tmp_path / str(own_rows), measure_timeout_s=60))
-        run = store.run(result.run_id)
+        run = store.runs.get(result.run_id)
         assert run is not None and run.calibration_group == "gemm"  # the built-in, whatever the option
-        records = [RouteRecord.model_validate(e.payload) for e in store.events(result.run_id, kind="route")]
+        records = [RouteRecord.model_validate(e.payload) for e in store.events.find(result.run_id, kind="route")]
         reasons[own_rows] = [r.reason for r in records if r.forecast_alone]
         for side in ("prune", "accept"):
             first = next((i for i, r in enumerate(records) if r.forecast_alone and r.decision == side), None)

@@ -13,6 +13,7 @@ from kernelcast.graphs.run import RunEnv, start_run
 from kernelcast.graphs.search.tree import NOT_IN_REPLAY
 from kernelcast.tools.store.store import Store
 
+from support.decisions import record_route
 from support.run_checks import check_invariants
 
 
@@ -25,7 +26,7 @@ def test_a_dropped_child_is_forecast_and_routed_again_until_decided(tmp_path: Pa
     round_of: dict[str, list[int]] = defaultdict(list)
     routed: dict[str, list[RouteRecord]] = defaultdict(list)
     rounds = 0
-    for event in store.events(result.run_id):
+    for event in store.events.find(result.run_id):
         rounds += event.kind == "generated"
         if event.kind == "route" and event.candidate_hash:
             routed[event.candidate_hash].append(RouteRecord.model_validate(event.payload))
@@ -33,9 +34,9 @@ def test_a_dropped_child_is_forecast_and_routed_again_until_decided(tmp_path: Pa
     again = {key: records for key, records in routed.items() if len(records) > 1}
     assert again, "no child was carried over: every round measured all it proposed"
     forecasts = defaultdict(int)
-    for record in store.forecasts(run_id=result.run_id):
+    for record in store.forecasts.find(run_id=result.run_id):
         forecasts[record.candidate_hash] += 1
-    measured = {m.candidate_hash for m in store.measurements(run_id=result.run_id)}
+    measured = {m.candidate_hash for m in store.ledger.find(run_id=result.run_id)}
     for key, records in again.items():
         # only a drop is carried: a measured, pruned or accepted child is decided and never routed again
         assert all(r.decision == "drop" for r in records[:-1]), [r.decision for r in records]
@@ -52,7 +53,7 @@ def test_a_dropped_child_is_forecast_and_routed_again_until_decided(tmp_path: Pa
 def routings(store: Store, run_id: str) -> dict[str, list[RouteRecord]]:
     """Every routing of each routed candidate, in order."""
     routed: dict[str, list[RouteRecord]] = defaultdict(list)
-    for event in store.events(run_id, kind="route"):
+    for event in store.events.find(run_id, kind="route"):
         if event.candidate_hash:
             routed[event.candidate_hash].append(RouteRecord.model_validate(event.payload))
     return routed
@@ -69,12 +70,12 @@ def test_a_child_routed_to_a_replay_without_it_is_not_carried(tmp_path: Path) ->
                        replay=str(tmp_path / "recorded.db"), seed=7, max_rounds=4)
     result = start_run(config, store, RunEnv(tmp_path / "replayed", measure_timeout_s=60))
     routed = routings(store, result.run_id)
-    measured = {m.candidate_hash for m in store.measurements(run_id=result.run_id)}
+    measured = {m.candidate_hash for m in store.ledger.find(run_id=result.run_id)}
     missing = [key for key, records in routed.items() if records[0].decision == "measure" and key not in measured]
     assert missing, "every child sent to the replay was in it: nothing to check"
     for key in missing:
         assert len(routed[key]) == 1, f"{key[:8]} was routed again after the replay had no measurement of it"
-    skips = {e.candidate_hash: Skip.model_validate(e.payload).reason for e in store.events(result.run_id, kind="skip")}
+    skips = {e.candidate_hash: Skip.model_validate(e.payload).reason for e in store.events.find(result.run_id, kind="skip")}
     assert all(skips.get(key) == NOT_IN_REPLAY for key in missing), skips
 
 
@@ -97,7 +98,7 @@ def test_a_child_routed_more_than_once_is_one_decision_its_last(tmp_path: Path) 
     from kernelcast.graphs.route.trust import last_routes, trusted_decisions
 
     store = Store(tmp_path / "k.db")
-    run_id = store.create_run("gemm", "dev", {}, 8)
+    run_id = store.runs.create("gemm", "dev", {}, 8)
     carried, relogged = "c" * 64, "d" * 64
     log = [(carried, RouteRecord(decision="drop", p_beat=0.4, incumbent=1.0)),
            (relogged, RouteRecord(decision="prune", p_beat=0.01, incumbent=1.2, trusted_as="prune")),
@@ -105,7 +106,7 @@ def test_a_child_routed_more_than_once_is_one_decision_its_last(tmp_path: Path) 
            (carried, RouteRecord(decision="prune", p_beat=0.02, incumbent=1.3, incumbent_hash="e" * 64,
                                  trusted_as="prune", carried=True))]
     for key, record in log:
-        store.add_event(run_id, "route", record.model_dump(), candidate_hash=key)
+        record_route(store, run_id, key, **record.model_dump())
     assert list(last_routes(store, run_id)) == [relogged, carried]
     decisions = trusted_decisions(store, run_id)
     assert [(d.candidate_hash, d.incumbent, d.carried) for d in decisions] == [(relogged, 1.2, False),

@@ -32,7 +32,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def run_ids() -> list[str]:
     store = api.open_store()
     try:
-        return [r.id for r in store.runs()]
+        return [r.id for r in store.runs.recent()]
     finally:
         store.close()
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from kernelcast.agents.factory import SEED_DATASET
 from kernelcast.tools.core.measurement import Measurement, Status
 from kernelcast.tools.core.task import resolve_task
+from kernelcast.tools.store.pairs import read_pairs
 from kernelcast.tools.store.store import Store
 
 
@@ -27,13 +28,13 @@ def test_learned_forecast_with_an_empty_store_is_informative_on_any_device(tmp_p
     assert out.returncode == 0, out.stderr
     fc = json.loads(out.stdout)
     store = Store(tmp_path / "home" / "kernelcast.db")
-    device = next(iter(store.devices()))
-    _, seed_devices = Store.read_pairs(SEED_DATASET)
+    device = next(iter(store.devices.all()))
+    _, seed_devices = read_pairs(SEED_DATASET)
     assert fc["provenance"]["failed"] is False and "seed dataset" in fc["provenance"]["model"]
     if device not in seed_devices:  # the seed was measured elsewhere: this device's prior carries it too
         assert "roofline prior" in fc["provenance"]["model"]
     assert abs(sum(fc["probabilities"]) - 1) < 1e-6 and max(fc["probabilities"]) > 0.125
-    assert len(store.forecasts(forecaster="learned")) == 1  # recorded for later calibration
+    assert len(store.forecasts.find(forecaster="learned")) == 1  # recorded for later calibration
 
 
 def test_llm_forecast_against_the_local_server(tmp_path: Path, llm_server) -> None:  # noqa: ANN001
@@ -55,13 +56,13 @@ def test_calibration_table_and_plots_from_stored_data(tmp_path: Path) -> None:
     points = task.param_space()[:12]
     for i, point in enumerate(points):
         cand = task.instantiate(point)
-        store.add_candidate(cand)
+        store.candidates.add(cand)
         speedup = [0.6, 0.9, 1.2, 1.8, 3.0, 5.0][i % 6]
-        store.add_measurement(Measurement(task="saxpy", candidate_hash=cand.hash, device="dev", sizes="full",
-                                          status=Status.correct, speedup=speedup))
+        store.ledger.add(Measurement(task="saxpy", candidate_hash=cand.hash, device="dev", sizes="full",
+                                     status=Status.correct, speedup=speedup))
         probs = [0.02] * 8
         probs[(i * 3) % 8] = 0.86
-        store.add_forecast("saxpy", cand.hash, "dev", "test-forecaster", "m", probs, (i * 3) % 8 + 1, 0.86, False)
+        store.forecasts.add("saxpy", cand.hash, "dev", "test-forecaster", "m", probs, (i * 3) % 8 + 1, 0.86, False)
     out = kc(tmp_path, "calibration", "--forecaster", "test-forecaster", "--out", str(tmp_path / "cal"))
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split())  # rich wraps long titles
@@ -82,7 +83,7 @@ def test_dataset_build_is_resumable(tmp_path: Path) -> None:
     third = kc(tmp_path, "dataset", "build", "--tasks", "saxpy", "-n", "4", "--sizes", "small")
     assert "0 new measurements" in third.stdout
     store = Store(tmp_path / "home" / "kernelcast.db")
-    assert len({m.candidate_hash for m in store.measurements(task="saxpy")}) == 4
+    assert len({m.candidate_hash for m in store.ledger.find(task="saxpy")}) == 4
 
 
 def test_dataset_build_refuses_to_mix_opencl_and_cuda_tasks(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ def test_the_command_imports_and_says_what_it_did(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "imported 3 recorded rows of convolution_milo" in " ".join(done.stdout.split())
     store = Store(tmp_path / "home" / "kernelcast.db", read_only=True)
-    assert len(store.measurements(provenance=("recorded",))) == 3 and store.measurements() == []
+    assert len(store.ledger.find(provenance=("recorded",))) == 3 and store.ledger.find() == []
     bad = write(tmp_path, cache(objective="GFLOP/s"), "bad.json.gz")
     refused = run_cli(tmp_path / "home", "import", "kernel-tuner", str(bad), "--task", str(TASK))
     assert refused.returncode == 2 and "unknown units" in refused.stderr and "Traceback" not in refused.stderr

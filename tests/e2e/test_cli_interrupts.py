@@ -34,7 +34,7 @@ def test_a_piped_run_starts_with_a_line_and_ends_with_a_parsable_one_and_resume_
     assert report.name == "report.html" and report.is_file()
     store = Store(home / "kernelcast.db", read_only=True)
     try:
-        row = store.run(result["run"])
+        row = store.runs.get(result["run"])
     finally:
         store.close()
     assert row is not None and row.status == "finished"
@@ -61,7 +61,7 @@ def test_an_early_interrupt_says_what_there_is_to_resume(tmp_path: Path) -> None
     if (home / "kernelcast.db").exists():
         store = Store(home / "kernelcast.db", read_only=True)
         try:
-            runs = store.runs()
+            runs = store.runs.recent()
         finally:
             store.close()
     if runs:  # the run was created before the interrupt: it is named, and resumable

@@ -26,9 +26,9 @@ def test_measure_json_is_stored(tmp_path: Path) -> None:
     result = json.loads(out.stdout)
     assert result["status"] == "correct" and result["speedup"] > 0 and 1 <= result["bin"] <= 8
     store = Store(tmp_path / "home" / "kernelcast.db")
-    stored = store.measurements(task="saxpy")
+    stored = store.ledger.find(task="saxpy")
     assert [m.candidate_hash for m in stored] == [result["candidate_hash"]]
-    assert store.candidate(result["candidate_hash"]).params == {"VEC": 4, "COARSEN": 2, "WG": 64}
+    assert store.candidates.get(result["candidate_hash"]).params == {"VEC": 4, "COARSEN": 2, "WG": 64}
 
 
 def test_measure_candidate_file_with_compile_error_exits_1(tmp_path: Path) -> None:

@@ -93,8 +93,8 @@ def test_a_fresh_store_spends_its_first_measurements_on_distinct_families(tmp_pa
              "--sizes", "small")
     assert out.returncode == 0, out.stdout + out.stderr
     store = Store(tmp_path / "home" / "kernelcast.db", read_only=True)
-    [run] = store.runs()
-    search = [m for m in store.measurements(run_id=run.id) if m.phase == "search"]
-    families = [transformation_family(store.candidate(m.candidate_hash)) for m in search]  # type: ignore[arg-type]
+    [run] = store.runs.recent()
+    search = [m for m in store.ledger.find(run_id=run.id) if m.phase == "search"]
+    families = [transformation_family(store.candidates.get(m.candidate_hash)) for m in search]  # type: ignore[arg-type]
     first = families[:4]
     assert len(first) == 4 and len(set(first)) == 4, families

@@ -44,9 +44,9 @@ def test_fresh_store_path_task_is_forecast_from_the_first_round_and_learns(tmp_p
     result = start_run(config, store, RunEnv(tmp_path, measure_timeout_s=60))
     assert result.spent <= 6 and result.best_hash is not None
 
-    forecasts = store.forecasts(run_id=result.run_id)
+    forecasts = store.forecasts.find(run_id=result.run_id)
     assert forecasts and not any(r.failed for r in forecasts), "every forecast informative, none 'untrained'"
-    events = store.events(result.run_id)
+    events = store.events.find(result.run_id)
     first_spend = next(i for i, e in enumerate(events) if e.kind == "spend")
     first_round = [e for e in events[:first_spend] if e.kind == "route"]
     assert first_round and all(RouteRecord.model_validate(e.payload).informative for e in first_round)
@@ -104,21 +104,21 @@ def test_fresh_store_path_task_is_forecast_from_the_first_round_and_learns(tmp_p
     assert later and all(r.trust_source == SEED_REPLAY for r in later)
     assert summary.trusted_on_replay == summary.trusted == sum(1 for r in records if r.forecast_alone)
 
-    assert store.device_probe(result.device, PROBE)  # the triad was measured once and kept
+    assert store.devices.probe(result.device, PROBE)  # the triad was measured once and kept
     # the store's task record lets later trainings featurize this task's pairs
-    pairs = store.measured_pairs(device=result.device, sizes="small")
+    pairs = store.ledger.measured_pairs(device=result.device, sizes="small")
     rows = training_set(pairs, task_lookup(store))
     assert len(rows) == sum(1 for _, m in pairs if m.ok) > 0 and not rows.skipped["unknown task"]
 
     # the first round was forecast for the problem this run measures (small sizes), not for the full-size one
     task = resolve_task(str(own_task))
     first = [e.candidate_hash for e in events[:first_spend] if e.kind == "route"]
-    cands = [store.candidate(h) for h in first]
+    cands = [store.candidates.get(h) for h in first]
     recorded: dict[str | None, list[float]] = {}
     for r in forecasts:  # the first round's: a child carried over is forecast again later
         recorded.setdefault(r.candidate_hash, r.probabilities)
     fresh = learned_forecaster(store, result.device)
-    hw = store.devices()[result.device]
+    hw = store.devices.all()[result.device]
     at_small = fresh.forecast_many(task.at_sizes("small"), cands, hw)
     at_full = fresh.forecast_many(task, cands, hw)
     def gap(made: list) -> float:

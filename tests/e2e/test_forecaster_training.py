@@ -110,14 +110,14 @@ def test_dataset_says_what_it_dropped_by_sizes_and_device(tmp_path: Path) -> Non
     store = Store(tmp_path / "k.db")
     task = resolve_task("saxpy")
     hardware = _hardware()
-    store.upsert_device(hardware)
+    store.devices.upsert(hardware)
     cands = [task.reference().model_copy(update={"build_options": [f"-DPAD={n}"], "origin": "written"}) for n in (1, 2, 3)]
     for cand in cands:
-        store.add_candidate(cand)
+        store.candidates.add(cand)
     for cand, sizes, device in ((cands[0], "small", hardware.key), (cands[1], "full", "ghost-device"),
                                 (cands[2], "full", hardware.key)):
-        store.add_measurement(Measurement(task=task.name, candidate_hash=cand.hash, device=device, sizes=sizes,
-                                          status=Status.correct, speedup=1.3, task_fingerprint=task.fingerprint))
+        store.ledger.add(Measurement(task=task.name, candidate_hash=cand.hash, device=device, sizes=sizes,
+                                     status=Status.correct, speedup=1.3, task_fingerprint=task.fingerprint))
     manifest = forecaster_dataset(store, tmp_path / "data", include_seed=False, eval_share=0.0)
     assert manifest.files == {"train.jsonl": 1, "eval.jsonl": 0}
     assert manifest.dropped == {"measured at sizes 'small' (rows are full-size measurements)": 1,
@@ -346,7 +346,7 @@ def test_a_trained_model_forecasts_inside_a_real_optimize_run(tiny: Path, datase
                        measure_per_round=2, confirm_top=0)
     result = start_run(config, store, RunEnv(tmp_path, measure_timeout_s=60))
     assert result.spent <= 2
-    forecasts = store.forecasts(run_id=result.run_id)
+    forecasts = store.forecasts.find(run_id=result.run_id)
     assert forecasts and all(f.model == model and not f.failed for f in forecasts), [f.provenance for f in forecasts]
     assert len({tuple(f.probabilities) for f in forecasts}) > 1, "forecasts depend on the candidate"
 
@@ -354,23 +354,23 @@ def test_a_trained_model_forecasts_inside_a_real_optimize_run(tiny: Path, datase
 def test_a_trained_model_is_certified_on_its_own_runs_rows_only(tmp_path: Path) -> None:
     """Another forecaster's calibration rows (and the seed's replay, made with the blended forecaster) never
     certify a trained model's routing: only the rows of runs that forecast with that very model do."""
-    from kernelcast.graphs.events import Route
     from kernelcast.graphs.route.risk_control import SEED_REPLAY
     from kernelcast.graphs.route.trust import trust_for
     from kernelcast.tools.store.store import Store
 
+    from support.decisions import record_route
     from support.records import measurement
 
     store = Store(tmp_path / "k.db")
     mine = ("llm", "local:/models/mine")
-    runs = {"learned": store.create_run("saxpy", "dev", {"task": "saxpy", "forecaster": "learned", "model": None}, 4),
-            "mine": store.create_run("saxpy", "dev", {"task": "saxpy", "forecaster": mine[0], "model": mine[1]}, 4)}
+    runs = {"learned": store.runs.create("saxpy", "dev", {"task": "saxpy", "forecaster": "learned", "model": None}, 4),
+            "mine": store.runs.create("saxpy", "dev", {"task": "saxpy", "forecaster": mine[0], "model": mine[1]}, 4)}
     for n, (who, run_id) in enumerate(sorted(runs.items())):
         for i in range(3 if who == "mine" else 40):
             child = f"{n}{i:063d}"
-            store.add_event(run_id, "route", Route(decision="measure", p_beat=0.05, incumbent=1.0).model_dump(),
-                            candidate_hash=child)
-            store.add_measurement(measurement(child, 0.5), run_id=run_id)
+            record_route(store, run_id, child, ("learned", None) if who == "learned" else mine, decision="measure",
+                         p_beat=0.05, incumbent=1.0)
+            store.ledger.add(measurement(child, 0.5), run_id=run_id)
     learned = trust_for(store, "dev", 0, 0.1, ("learned", None))
     own = trust_for(store, "dev", 0, 0.1, mine, replayed=True)
     assert learned.n_calibration == 40 and own.n_calibration == 3

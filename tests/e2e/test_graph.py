@@ -25,8 +25,8 @@ def test_run_finishes_within_budget_with_a_measured_best(tmp_path: Path, router:
     assert result.spent == 5
     assert summary["best_hash"] is not None
     assert (Path(result.folder) / "best.cl").exists() and (Path(result.folder) / "README.md").exists()
-    spends = store.events(result.run_id, kind="spend")
-    routes = store.events(result.run_id, kind="route")
+    spends = store.events.find(result.run_id, kind="spend")
+    routes = store.events.find(result.run_id, kind="route")
     assert len(spends) == 5
     # every candidate's decision is recorded with a reason (a child carried over is routed once per round)
     assert len({e.candidate_hash for e in routes}) == result.considered_all
@@ -39,13 +39,13 @@ def test_resume_of_unknown_run_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(RunError, match="no run with id"):
         resume_run("nope", Store(tmp_path / "k.db"), RunEnv(tmp_path))
     store = Store(tmp_path / "k.db")
-    store.create_run("saxpy", "dev", {"task": "saxpy"}, 4, run_id="saxpy-a_b")
-    store.create_run("saxpy", "dev", {"task": "saxpy"}, 4, run_id="saxpy-axb")
+    store.runs.create("saxpy", "dev", {"task": "saxpy"}, 4, run_id="saxpy-a_b")
+    store.runs.create("saxpy", "dev", {"task": "saxpy"}, 4, run_id="saxpy-axb")
     for pattern in ("", "%", "saxpy-a%", "_", "saxpy-a"):  # wildcards are literal; empty or ambiguous: nothing
-        assert store.run(pattern) is None, pattern
-    assert store.run("saxpy-a_").id == "saxpy-a_b"  # "_" is a literal underscore, not "any character"
-    assert store.run("saxpy-ax").id == "saxpy-axb"  # an unambiguous prefix
-    assert len(store.create_run("saxpy", "dev", {}, 1).rsplit("-", 1)[1]) == 16  # 64 random bits
+        assert store.runs.get(pattern) is None, pattern
+    assert store.runs.get("saxpy-a_").id == "saxpy-a_b"  # "_" is a literal underscore, not "any character"
+    assert store.runs.get("saxpy-ax").id == "saxpy-axb"  # an unambiguous prefix
+    assert len(store.runs.create("saxpy", "dev", {}, 1).rsplit("-", 1)[1]) == 16  # 64 random bits
 
 
 def test_resume_of_a_finished_run_does_nothing_and_says_so(tmp_path: Path) -> None:
@@ -55,7 +55,7 @@ def test_resume_of_a_finished_run_does_nothing_and_says_so(tmp_path: Path) -> No
     result = start_run(config, store, RunEnv(tmp_path, measure_timeout_s=60))
     with pytest.raises(RunError, match="finished already"):
         resume_run(result.run_id, store, RunEnv(tmp_path))
-    row = store.run(result.run_id)
+    row = store.runs.get(result.run_id)
     assert row is not None and row.status == "finished" and row.spent == 2
 
 
@@ -68,17 +68,17 @@ def test_kill_9_then_resume_continues_without_rebuying(tmp_path: Path) -> None:
     # the worker process is orphaned by the kill; it exits when its pipe closes
     assert run_id is not None and spends == 3
     store = Store(home / "kernelcast.db")
-    before = {m.candidate_hash: m.created_at for m in store.measurements(run_id=run_id)}
+    before = {m.candidate_hash: m.created_at for m in store.ledger.find(run_id=run_id)}
     assert 3 <= len(before) < budget
-    killed = store.run(run_id)
+    killed = store.runs.get(run_id)
     assert killed is not None and killed.status == "interrupted" and killed.spent == len(before)  # a dead owner, what it bought
     assert killed.calibration_group == "saxpy"
-    store.update_run(run_id, calibration_group=None)  # as a run started before groups were recorded
+    store.runs.update(run_id, calibration_group=None)  # as a run started before groups were recorded
 
     after = resume_to_the_end(home, store, run_id, budget, before)
     assert len(after) == budget
     check_invariants(store, run_id, budget)
-    resumed = store.run(run_id)
+    resumed = store.runs.get(run_id)
     assert resumed is not None and resumed.calibration_group == "saxpy"  # recorded on resume
 
 
@@ -89,8 +89,8 @@ def test_learned_forecaster_learns_from_the_runs_measurements(tmp_path: Path, le
                        measure_per_round=2, learn_online=learn_online)
     result = start_run(config, store, RunEnv(tmp_path, measure_timeout_s=60))
     check_invariants(store, result.run_id, 6)
-    learned = [e.payload for e in store.events(result.run_id, kind="learn")]
-    models = {row.model for row in store.forecasts(run_id=result.run_id)}
+    learned = [e.payload for e in store.events.find(result.run_id, kind="learn")]
+    models = {row.model for row in store.forecasts.find(run_id=result.run_id)}
     if not learn_online:
         assert learned == [] and not any("from this run" in m for m in models)
         return

@@ -52,7 +52,7 @@ def doctored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Doctored]:
         assert result.best_hash and result.confirmed, "a budget of 5 confirms the best measured kernel"
         store = api.open_store()
         try:
-            ledger = store.measurements(run_id=result.run_id)
+            ledger = store.ledger.find(run_id=result.run_id)
             firsts = [m.speedup for m in ledger if m.ok and m.phase != "confirm" and m.speedup]
             inflated = round(3 * max([*firsts, result.best_speedup or 0.0]), 3)
             rows = list(store.db.query("select id, data from measurements where run_id = ? and candidate_hash = ? "
@@ -64,11 +64,11 @@ def doctored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Doctored]:
             with store.db.conn:
                 store.db.execute("update measurements set data = ?, speedup = ? where id = ?",
                                  [json.dumps(data), inflated, rows[0]["id"]])
-                for event in store.events(result.run_id, kind="spend"):
+                for event in store.events.find(result.run_id, kind="spend"):
                     if event.candidate_hash == result.best_hash and event.payload["phase"] != "confirm":
                         payload = {**event.payload, "speedup": inflated}
                         store.db.execute("update events set payload = ? where id = ?", [json.dumps(payload), event.id])
-            best = ranked(shown_speedups(store.measurements(run_id=result.run_id)))[0]
+            best = ranked(shown_speedups(store.ledger.find(run_id=result.run_id)))[0]
         finally:
             store.close()
         assert best.candidate_hash == result.best_hash and best.confirmed
@@ -89,8 +89,8 @@ def only_labelled(text: str, value: float) -> None:
 def test_the_shown_speedup_is_the_confirmation_and_the_best_was_found_where_it_was_first_measured(
         doctored: Doctored) -> None:
     with api.reading_store(_db(doctored)) as store:
-        ledger = store.measurements(run_id=doctored.run_id)
-        run = store.run(doctored.run_id)
+        ledger = store.ledger.find(run_id=doctored.run_id)
+        run = store.runs.get(doctored.run_id)
     assert run is not None and run.summary
     confirm = [m for m in ledger if m.phase == "confirm" and m.candidate_hash == doctored.best.candidate_hash][-1]
     assert doctored.best.speedup == pytest.approx(confirm.speedup)
@@ -161,7 +161,7 @@ def test_the_example_prints_the_confirmed_best_and_labels_first_measurements(tmp
         mp.setenv("KERNELCAST_HOME", str(tmp_path))
         get_settings.cache_clear()
         with api.reading_store() as store:
-            best = ranked(shown_speedups(store.measurements(run_id=run_id)))[0]
+            best = ranked(shown_speedups(store.ledger.find(run_id=run_id)))[0]
     get_settings.cache_clear()
     assert f"best kernel: {best.text()}" in out
     for line in out.splitlines():
@@ -202,7 +202,7 @@ def test_throughput_against_the_probed_peaks(doctored: Doctored) -> None:
     from kernelcast.throughput import shown_flags
 
     with api.reading_store(_db(doctored)) as store:
-        run = store.run(doctored.run_id)
+        run = store.runs.get(doctored.run_id)
         assert run is not None
         rate = run_throughput(store, run, doctored.best.candidate_hash)
     assert rate is not None and rate.gbytes > 0 and rate.peaks.gbytes > 0 and rate.peaks.gflops > 0

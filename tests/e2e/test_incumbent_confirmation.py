@@ -27,7 +27,7 @@ def test_a_kill_right_after_the_incumbents_confirmation_resumes_without_buying_i
     run_id, spends = kill_after_spends(_optimize(home), 1, phase="confirm")
     store = Store(home / "kernelcast.db")
     assert run_id is not None and spends == 1, "the run never confirmed anything"
-    bought = store.measurements(run_id=run_id)
+    bought = store.ledger.find(run_id=run_id)
     confirmed_before = {m.candidate_hash: m.created_at for m in bought if m.phase == "confirm"}
     assert len(confirmed_before) == 1
     before = {m.candidate_hash: m.created_at for m in bought if m.phase != "confirm"}
@@ -38,14 +38,14 @@ def test_a_kill_right_after_the_incumbents_confirmation_resumes_without_buying_i
     check_invariants(store, run_id, BUDGET)  # no candidate measured or confirmed twice, the best reported honestly
     # rounds against a kernel (not the reference: that needs an incumbent above 1.0x on this device) timed their
     # children beside it, after the resume too
-    against_a_kernel = [e for e in store.events(run_id, kind="route") if e.payload.get("incumbent_hash")]
+    against_a_kernel = [e for e in store.events.find(run_id, kind="route") if e.payload.get("incumbent_hash")]
     assert check_pairing(store, run_id) > 0 or not against_a_kernel
 
     # every trusted decision after the resume was judged against a confirmed incumbent (or the reference), at the
     # speedup it stood on
     confirmed: dict[str, float | None] = {}
     trusted = routed_after_the_killed_confirmation = 0
-    for event in store.events(run_id):
+    for event in store.events.find(run_id):
         routed_after_the_killed_confirmation += event.kind == "route" and bool(confirmed.keys() & confirmed_before.keys())
         if event.kind == "spend":
             spend = Spend.model_validate(event.payload)

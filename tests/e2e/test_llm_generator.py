@@ -193,8 +193,8 @@ def measured_context(task: Task, worker: MeasurementWorker) -> tuple[GenerationC
     broken = Candidate(task=task.name, source=GOOD_SOURCE.replace("a * x[i]", "a * x[i] + 1.0f"),
                        global_size=["N"], intent="adds one to every element")
     for c in [*kernels, broken]:
-        store.add_candidate(c)
-        store.add_measurement(worker.measure(task, c, MeasureConfig(sizes="full")))
+        store.candidates.add(c)
+        store.ledger.add(worker.measure(task, c, MeasureConfig(sizes="full")))
     context = GenerationContext.from_store(store, task, spec.key, task.reference(), hardware=spec, seed=0)
     store.close()
     return context, [*kernels, broken]

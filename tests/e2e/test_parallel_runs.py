@@ -63,10 +63,10 @@ def test_a_replayed_run_reproduces_the_stored_runs_decisions(tmp_path: Path) -> 
                       replay_store, RunEnv(tmp_path / "b", 60))
 
     def decisions(store: Store, run_id: str) -> list[tuple[str | None, str]]:
-        return [(e.candidate_hash, e.payload["decision"]) for e in store.events(run_id, kind="route")]
+        return [(e.candidate_hash, e.payload["decision"]) for e in store.events.find(run_id, kind="route")]
 
     def bought(store: Store, run_id: str) -> list[tuple[str, float | None]]:
-        return [(m.candidate_hash, m.speedup) for m in store.measurements(run_id=run_id) if m.phase == "search"]
+        return [(m.candidate_hash, m.speedup) for m in store.ledger.find(run_id=run_id) if m.phase == "search"]
 
     reader = Store(tmp_path / "a.db", read_only=True)
     assert decisions(replay_store, again.run_id) == decisions(reader, first.run_id)
@@ -85,12 +85,12 @@ def test_kill_9_with_measurements_in_flight_then_resume(tmp_path: Path) -> None:
     run_id, _ = kill_after_spends(proc, 2)  # mid-round: 4 dispatched on 2 workers, others in flight or queued
     assert run_id is not None
     store = Store(home / "kernelcast.db")
-    before = {m.candidate_hash: m.created_at for m in store.measurements(run_id=run_id)}
-    assert 2 <= len(before) < budget and store.run(run_id).status == "interrupted"
+    before = {m.candidate_hash: m.created_at for m in store.ledger.find(run_id=run_id)}
+    assert 2 <= len(before) < budget and store.runs.get(run_id).status == "interrupted"
     resumed = subprocess.run([sys.executable, "-m", "kernelcast.cli", "resume", run_id, "--events", "jsonl"],
                              capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    after = store.measurements(run_id=run_id)
+    after = store.ledger.find(run_id=run_id)
     assert len(after) == budget
     for key, created in before.items():
         assert [m.created_at for m in after if m.candidate_hash == key and m.phase != "confirm"] == [created]

@@ -119,7 +119,7 @@ def test_show_is_one_screen_with_nothing_cut_and_the_decisions_on_request(floor:
     assert "decisions" in wide.stdout and "spend:search" in wide.stdout
     words = set(wide.stdout.split())
     with api.reading_store(floor.home / "kernelcast.db") as store:
-        events = store.events(run_id)
+        events = store.events.find(run_id)
     reasons = [item.event.reason for item in logged(events) if isinstance(item.event, ev.Route)]
     assert reasons
     for reason in reasons:  # every word of every decision is printed whole
@@ -133,8 +133,8 @@ def test_runs_marks_a_replayed_run(floor: Floor, tmp_path: Path) -> None:
         get_settings.cache_clear()
         store = api.open_store()
         try:
-            device = store.run(floor.finished.session).device  # type: ignore[union-attr]
-            replay = store.create_run("saxpy", device, {"task": "saxpy", "replay": str(tmp_path / "old.db")}, budget=4)
+            device = store.runs.get(floor.finished.session).device  # type: ignore[union-attr]
+            replay = store.runs.create("saxpy", device, {"task": "saxpy", "replay": str(tmp_path / "old.db")}, budget=4)
         finally:
             store.close()
     get_settings.cache_clear()

@@ -52,7 +52,7 @@ def test_report_writes_html_and_readable_pngs_into_the_run_folder(runs: dict[str
     page = write_report(run_id)
     store = api.open_store()
     try:
-        assert page.parent == Path(store.run(run_id).folder)
+        assert page.parent == Path(store.runs.get(run_id).folder)
     finally:
         store.close()
     assert page.name == "report.html"
@@ -163,7 +163,7 @@ def test_confusion_and_reliability_come_from_this_runs_forecasts(runs: dict[str,
             guess = max(guess, 1)
             probs = np.full(NUM_BINS, 0.2 / (NUM_BINS - 1))
             probs[guess - 1] = 0.8
-            store.add_forecast("saxpy", key, device, "test", "", probs.tolist(), guess, 0.8, False, run_id=run_id)
+            store.forecasts.add("saxpy", key, device, "test", "", probs.tolist(), guess, 0.8, False, run_id=run_id)
             expected[guess - 1, true_bin] += 1
         after = load_run(store, run_id)
     finally:

@@ -40,7 +40,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     done = run_cli(home, "optimize", "saxpy", "--sizes", "small", "--budget", "3", COLUMNS=WIDE)
     assert done.returncode == 0, done.stderr[-2000:]
     with api.reading_store(home / "kernelcast.db") as store:
-        runs = store.runs(task="saxpy")
+        runs = store.runs.recent(task="saxpy")
     assert len(runs) == 1 and runs[0].finished
     yield Run(home=home, run_id=runs[0].id, printed=done.stdout)
 
@@ -52,10 +52,10 @@ def _store(run: Run) -> Store:
 def test_the_result_carries_a_verdict_against_the_probed_peaks(run: Run) -> None:
     store = _store(run)
     try:
-        record = store.run(run.run_id)
+        record = store.runs.get(run.run_id)
         assert record is not None
         result = RunResult.of_run(record)
-        hw = store.devices()[record.device]
+        hw = store.devices.all()[record.device]
         probed = stored_bandwidth(store, hw) is not None
     finally:
         store.close()
@@ -81,13 +81,13 @@ def test_show_prints_the_verdict_also_for_a_run_stored_before_verdicts(run: Run)
     assert shown.returncode == 0, shown.stderr
     store = _store(run)
     try:
-        record = store.run(run.run_id)
+        record = store.runs.get(run.run_id)
         assert record is not None and record.summary
         verdict = RunResult.model_validate(record.summary).roofline
         assert verdict is not None
         assert "roofline" in shown.stdout and verdict.text in shown.stdout
         old = {k: v for k, v in record.summary.items() if k not in ("roofline", "forecast_spread")}
-        store.update_run(run.run_id, summary=old)  # as a run finished before these fields were kept
+        store.runs.update(run.run_id, summary=old)  # as a run finished before these fields were kept
     finally:
         store.close()
     again = run_cli(run.home, "show", run.run_id, COLUMNS=WIDE)
@@ -95,7 +95,7 @@ def test_show_prints_the_verdict_also_for_a_run_stored_before_verdicts(run: Run)
     assert verdict.text in again.stdout, "computed from the ledger when the summary has none"
     store = _store(run)
     try:
-        store.update_run(run.run_id, summary=record.summary)
+        store.runs.update(run.run_id, summary=record.summary)
     finally:
         store.close()
 
@@ -113,7 +113,7 @@ def test_the_spread_is_measured_from_the_rounds_and_a_flat_round_has_none(run: R
     shutil.copy(run.home / "kernelcast.db", copy)  # the run's store is left as the run wrote it
     store = api.open_store(copy)
     try:
-        record = store.run(run.run_id)
+        record = store.runs.get(run.run_id)
         assert record is not None
         result = RunResult.of_run(record)
         assert result is not None and result.forecast_spread is not None

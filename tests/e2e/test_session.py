@@ -105,7 +105,7 @@ def check_store(home: Path, session: str, budget: int) -> list[Any]:
     """The budget invariants, from the store: never over budget, nothing bought twice in a phase."""
     store = Store(home / "kernelcast.db")
     try:
-        bought = store.measurements(run_id=session)
+        bought = store.ledger.find(run_id=session)
     finally:
         store.close()
     assert len(bought) <= budget
@@ -336,6 +336,6 @@ def test_a_session_does_not_route_a_submission_again(home: Path) -> None:
     session.submit([task.instantiate({"VEC": 2, "COARSEN": 1, "WG": 256})])
     session.close()
     routes: dict[str | None, int] = {}
-    for event in Store(get_settings().db_path).events(session.id, kind="route"):
+    for event in Store(get_settings().db_path).events.find(session.id, kind="route"):
         routes[event.candidate_hash] = routes.get(event.candidate_hash, 0) + 1
     assert deferred <= routes.keys() and set(routes.values()) == {1}

@@ -43,7 +43,7 @@ def readme_snippet(my_kernel: str) -> kernelcast.Session:
 def live_rows(task: str) -> int:
     store = Store(get_settings().db_path)
     try:
-        return len(store.measurements(task=task))
+        return len(store.ledger.find(task=task))
     finally:
         store.close()
 
@@ -102,7 +102,7 @@ def test_leaving_an_empty_session_by_an_exception_leaves_nothing_waiting(home: P
     assert any("closed (nothing was spent)" in note for note in raised.value.__notes__)
     store = Store(get_settings().db_path)
     try:
-        row = store.run(session.id)
+        row = store.runs.get(session.id)
     finally:
         store.close()
     assert row is not None and row.status == "failed", "not left waiting"

@@ -63,15 +63,15 @@ def test_a_passed_trial_trusts_its_own_round_and_a_kill_after_a_trial_audit_lose
         pytest.skip("the seed's replayed thresholds certified nothing for gemm on this device within the budget: "
                     "no trial to read")
     assert run_id is not None
-    before = {m.candidate_hash: m.created_at for m in store.measurements(run_id=run_id) if m.phase != "confirm"}
+    before = {m.candidate_hash: m.created_at for m in store.ledger.find(run_id=run_id) if m.phase != "confirm"}
     assert killed in before
     resume_to_the_end(home, store, run_id, BUDGET, before)  # nothing bought before the kill is bought again
     check_invariants(store, run_id, BUDGET)
 
     routes = last_routes(store, run_id)
     assert routes[killed].probation and routes[killed].audit, "the killed trial audit was routed again on resume"
-    measured = {m.candidate_hash: m for m in store.measurements(run_id=run_id) if m.phase == "search"}
-    round_no, round_of, spent_at, events = 0, {}, {}, store.events(run_id)
+    measured = {m.candidate_hash: m for m in store.ledger.find(run_id=run_id) if m.phase == "search"}
+    round_no, round_of, spent_at, events = 0, {}, {}, store.events.find(run_id)
     for i, event in enumerate(events):
         round_no += event.kind == "generated"
         if event.kind == "route" and event.candidate_hash:

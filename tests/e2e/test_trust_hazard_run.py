@@ -14,29 +14,29 @@ from pathlib import Path
 from kernelcast.api import hardware
 from kernelcast.graphs.config import RunConfig
 from kernelcast.graphs.context import RunEnv
-from kernelcast.graphs.events import Route, Spend
+from kernelcast.graphs.events import Route
 from kernelcast.graphs.route.trust import trust_for
 from kernelcast.graphs.run import start_run
 from kernelcast.tools.core.measurement import Measurement, Status, TimingStats
 from kernelcast.tools.store.store import Store
 
+from support.decisions import record_route
+
 
 def _seed_learned_rows(store: Store, device: str, stages: int = 12, per_stage: int = 120) -> None:
-    """``per_stage`` measured decisions of a learned run at each stage 0..stages-1 (a correct spend between
-    stages), calibrated: a low p lost to its incumbent, a high p beat it."""
-    run = store.create_run("saxpy", device, RunConfig(task="saxpy", forecaster="learned").model_dump(), 24)
-    store.update_run(run, calibration_group="saxpy")
+    """``per_stage`` measured decisions of a learned run at each stage 0..stages-1, calibrated: a low p lost to
+    its incumbent, a high p beat it."""
+    run = store.runs.create("saxpy", device, RunConfig(task="saxpy", forecaster="learned").model_dump(), 24)
+    store.runs.update(run, calibration_group="saxpy")
     stats = TimingStats.from_samples([100.0, 110.0, 105.0])
     for stage in range(stages):
         for i in range(per_stage):
             child = hashlib.sha256(f"learned-{stage}-{i}".encode()).hexdigest()
             p = 0.02 + 0.3 * (i % 3) / 3 if i % 2 else 0.98
-            store.add_event(run, "route", Route(decision="measure", p_beat=p, incumbent=1.0).model_dump(),
-                            candidate_hash=child)
-            store.add_measurement(Measurement(task="saxpy", candidate_hash=child, device=device, sizes="full",
-                                              status=Status.correct, speedup=0.5 if p < 0.5 else 2.0,
-                                              reference=stats, candidate=stats), run_id=run)
-        store.add_event(run, "spend", Spend(status=Status.correct.value, spent=stage + 1, budget=24).model_dump())
+            record_route(store, run, child, device=device, decision="measure", p_beat=p, incumbent=1.0, stage=stage)
+            store.ledger.add(Measurement(task="saxpy", candidate_hash=child, device=device, sizes="full",
+                                         status=Status.correct, speedup=0.5 if p < 0.5 else 2.0,
+                                         reference=stats, candidate=stats), run_id=run)
 
 
 def test_a_prior_run_is_not_certified_by_the_learned_forecasters_rows(tmp_path: Path) -> None:
@@ -48,7 +48,7 @@ def test_a_prior_run_is_not_certified_by_the_learned_forecasters_rows(tmp_path: 
     config = RunConfig(task="saxpy", budget=8, router="selective", forecaster="prior", sizes="small",
                        measure_per_round=2, confirm_top=0)
     result = start_run(config, store, RunEnv(tmp_path, measure_timeout_s=60))
-    routes = [Route.model_validate(e.payload) for e in store.events(result.run_id, kind="route")]
+    routes = [Route.model_validate(e.payload) for e in store.events.find(result.run_id, kind="route")]
     assert len(routes) > 8, "the run routed more children than it could measure"
     assert not [r for r in routes if r.forecast_alone], "a prior run trusted the learned forecaster's record"
     assert {r.trust_source for r in routes} == {""}

@@ -95,10 +95,10 @@ def outcome(store: Store, run_id: str) -> Outcome:
                           audit=p.get("audit", False), trusted_as=p.get("trusted_as", ""),
                           carried=p.get("carried", False), spare=p.get("spare", False),
                           probation=p.get("probation", False), trust_source=p.get("trust_source", ""))
-                 for e in store.events(run_id, kind="route") for p in (e.payload,)]
+                 for e in store.events.find(run_id, kind="route") for p in (e.payload,)]
     ledger = [(m.candidate_hash, m.phase, m.status.value, m.speedup)
-              for m in store.measurements(run_id=run_id, visible_to=run_id)]
-    row = store.run(run_id)
+              for m in store.ledger.find(run_id=run_id, visible_to=run_id)]
+    row = store.runs.get(run_id)
     assert row is not None and row.summary, f"run {run_id} has no result"
     results = {k: row.summary.get(k) for k in RESULT_FIELDS}
     results["best_interval"] = list(results["best_interval"]) if results["best_interval"] else None
@@ -117,8 +117,8 @@ def _session(config: RunConfig, store: Store, home: Path, commands: list[dict[st
     with open_measurer(config, task.backend, store) as measurer:
         hardware = measurer.start()
         measurer.check_reference(task, config.sizes, env.measure_timeout_s)
-        run_id = store.create_run(task.name, hardware.key, config.model_dump(), config.budget)
-        store.update_run(run_id, folder=str(env.folder(run_id)))
+        run_id = store.runs.create(task.name, hardware.key, config.model_dump(), config.budget)
+        store.runs.update(run_id, folder=str(env.folder(run_id)))
         ctx = open_run(run_id, config, store, env, measurer, generator=ExternalGenerator())
         saver = checkpointer(env.checkpoints)
         try:
@@ -145,14 +145,14 @@ def replay(recording: Recording, folder: Path) -> Outcome:
     """Replay a recording in ``folder`` (a fresh store holding the device's probes, as the recorded one did
     before its run) and read what it decided."""
     answers = Store(folder / "recorded.db")
-    answers.upsert_device(recording.device)
+    answers.devices.upsert(recording.device)
     for m in recording.measurements:
-        answers.add_measurement(m)
+        answers.ledger.add(m)
     answers.close()
     store = Store(folder / "kernelcast.db")
-    store.upsert_device(recording.device)
+    store.devices.upsert(recording.device)
     for name, value in recording.probes.items():
-        store.set_device_probe(recording.device.key, name, value)
+        store.devices.set_probe(recording.device.key, name, value)
     try:
         return outcome(store, _run(recording, store, folder, str(folder / "recorded.db")))
     finally:
@@ -168,12 +168,12 @@ def record(name: str, kind: Literal["run", "session"], config: RunConfig, folder
                               device=HardwareSpec(backend="opencl", name="?"), measurements=[],
                               commands=commands or [])
         run_id = _run(recording, store, folder, None)
-        row = store.run(run_id)
+        row = store.runs.get(run_id)
         assert row is not None
-        device = store.devices()[row.device]
-        probes = {p: v for p in PROBES if (v := store.device_probe(device.key, p)) is not None}
+        device = store.devices.all()[row.device]
+        probes = {p: v for p in PROBES if (v := store.devices.probe(device.key, p)) is not None}
         return recording.model_copy(update={
-            "device": device, "probes": probes, "measurements": store.measurements(device=device.key),
+            "device": device, "probes": probes, "measurements": store.ledger.find(device=device.key),
             "live": outcome(store, run_id)})
     finally:
         store.close()

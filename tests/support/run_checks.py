@@ -23,9 +23,9 @@ def check_pairing(store: Store, run_id: str) -> int:
     """Every child measured after a decision against a kernel (not the reference) was timed beside that kernel,
     so its calibration row reads the pair; returns how many were."""
     judged = {e.candidate_hash: RouteRecord.model_validate(e.payload).incumbent_hash
-              for e in store.events(run_id, kind="route")}
+              for e in store.events.find(run_id, kind="route")}
     paired = 0
-    for m in store.measurements(run_id=run_id):
+    for m in store.ledger.find(run_id=run_id):
         if m.phase != "confirm" and m.ok and judged.get(m.candidate_hash):
             assert m.rival is not None and m.rival.candidate_hash == judged[m.candidate_hash], m.flags
             paired += 1
@@ -33,10 +33,10 @@ def check_pairing(store: Store, run_id: str) -> int:
 
 
 def check_invariants(store: Store, run_id: str, budget: int) -> dict:
-    row = store.run(run_id)
+    row = store.runs.get(run_id)
     assert row is not None and row.status == "finished"
     tree = json.loads((Path(row.folder) / "tree.json").read_text())
-    bought = store.measurements(run_id=run_id)
+    bought = store.ledger.find(run_id=run_id)
     assert len(bought) <= budget
     measured = [m for m in bought if m.phase != "confirm"]
     confirmations = [m for m in bought if m.phase == "confirm"]
@@ -97,7 +97,7 @@ def resume_to_the_end(home: Path, store: Store, run_id: str, budget: int, before
     assert resumed.returncode == 0, out
     result = json.loads(out.strip().splitlines()[-1])
     assert result["event"] == "result" and result["spent"] == budget
-    after = store.measurements(run_id=run_id)
+    after = store.ledger.find(run_id=run_id)
     for key, created in before.items():
         assert [m.created_at for m in after if m.candidate_hash == key and m.phase != "confirm"] == [created]
     return after

@@ -13,6 +13,7 @@ from kernelcast.agents.forecast.blend import BlendedForecaster
 from kernelcast.agents.forecast.features import device_similarity
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement, Status
 from kernelcast.tools.core.task import Task, resolve_task
+from kernelcast.tools.store.pairs import read_pairs
 from kernelcast.tools.store.store import Store
 
 from support.paths import KERNELS
@@ -23,7 +24,7 @@ GPU = HardwareSpec(backend="cuda", platform="cuda", name="big gpu", device_type=
 
 @pytest.fixture(scope="module")
 def seed_device() -> HardwareSpec:
-    _, devices = Store.read_pairs(SEED_DATASET)
+    _, devices = read_pairs(SEED_DATASET)
     return next(iter(devices.values()))
 
 

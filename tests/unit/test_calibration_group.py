@@ -43,20 +43,19 @@ def test_two_path_tasks_of_one_name_keep_apart(tmp_path: Path) -> None:
 def test_calibration_rows_carry_their_runs_group(tmp_path: Path) -> None:
     """A run's rows are labelled with the group it recorded; a run from before groups were recorded reads as
     its task's name if it ran the built-in by name, else as that name marked legacy."""
-    from kernelcast.graphs.events import Route
     from kernelcast.graphs.route.trust import calibration_rows
     from kernelcast.tools.store.store import Store
 
+    from support.decisions import record_route
     from support.records import measurement
 
     store = Store(tmp_path / "k.db")
-    labelled = store.create_run("gemm", "dev", {}, 4)
-    store.update_run(labelled, calibration_group="gemm@0123456789ab")
-    legacy = store.create_run("gemm", "dev", {"task": "gemm"}, 4)
-    legacy_path = store.create_run("gemm", "dev", {"task": str(tmp_path / "gemm" / "task.toml")}, 4)
+    labelled = store.runs.create("gemm", "dev", {}, 4)
+    store.runs.update(labelled, calibration_group="gemm@0123456789ab")
+    legacy = store.runs.create("gemm", "dev", {"task": "gemm"}, 4)
+    legacy_path = store.runs.create("gemm", "dev", {"task": str(tmp_path / "gemm" / "task.toml")}, 4)
     for run_id, child in ((labelled, "a" * 64), (legacy, "b" * 64), (legacy_path, "c" * 64)):
-        store.add_event(run_id, "route", Route(decision="measure", p_beat=0.3, incumbent=1.0).model_dump(),
-                        candidate_hash=child)
-        store.add_measurement(measurement(child, 1.5), run_id=run_id)
+        record_route(store, run_id, child, decision="measure", p_beat=0.3, incumbent=1.0)
+        store.ledger.add(measurement(child, 1.5), run_id=run_id)
     groups = sorted(row.group for row in calibration_rows(store, "dev"))
     assert groups == ["gemm", "gemm@0123456789ab", "gemm@legacy"]  # an old path run: neither the built-in nor a task

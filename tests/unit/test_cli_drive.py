@@ -23,9 +23,9 @@ def test_the_interrupt_finds_the_run_this_process_created(tmp_path: Path) -> Non
     store = Store(tmp_path / "kernelcast.db")
     try:
         assert own_run(store) is None
-        run_id = store.create_run("saxpy", "dev", {}, 4)
+        run_id = store.runs.create("saxpy", "dev", {}, 4)
         assert own_run(store) == run_id
-        store.update_run(run_id, status="finished")
+        store.runs.update(run_id, status="finished")
         assert own_run(store) is None, "a finished run is nothing to resume"
     finally:
         store.close()

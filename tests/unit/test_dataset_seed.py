@@ -7,6 +7,7 @@ from pathlib import Path
 from kernelcast.agents.factory import SEED_DATASET, foreign_seed
 from kernelcast.tools.core.measurement import HardwareSpec, Measurement, Status
 from kernelcast.tools.core.task import resolve_task
+from kernelcast.tools.store.pairs import read_pairs
 from kernelcast.tools.store.store import Store
 
 SPEC = HardwareSpec(backend="opencl", platform="p", name="dev", compute_units=2)
@@ -14,30 +15,30 @@ SPEC = HardwareSpec(backend="opencl", platform="p", name="dev", compute_units=2)
 
 def filled_store(path: Path, n: int) -> Store:
     store = Store(path)
-    store.upsert_device(SPEC)
+    store.devices.upsert(SPEC)
     for i, point in enumerate(resolve_task("saxpy").param_space()[:n]):
         cand = resolve_task("saxpy").instantiate(point)
-        store.add_candidate(cand)
+        store.candidates.add(cand)
         speedup = 0.5 + 0.1 * point["VEC"] * point["COARSEN"] + 0.01 * i
-        store.add_measurement(Measurement(task="saxpy", candidate_hash=cand.hash, device=SPEC.key, sizes="full",
-                                          status=Status.correct, speedup=speedup))
+        store.ledger.add(Measurement(task="saxpy", candidate_hash=cand.hash, device=SPEC.key, sizes="full",
+                                     status=Status.correct, speedup=speedup))
     return store
 
 
 def test_export_import_round_trip(tmp_path: Path) -> None:
     src = filled_store(tmp_path / "a.db", 30)
-    assert src.export_pairs(tmp_path / "pairs.jsonl.gz") == 30
+    assert src.pairs.export_to(tmp_path / "pairs.jsonl.gz") == 30
     dst = Store(tmp_path / "b.db")
-    assert dst.import_pairs(tmp_path / "pairs.jsonl.gz") == 30
-    assert dst.import_pairs(tmp_path / "pairs.jsonl.gz") == 0  # idempotent
-    assert dst.devices()[SPEC.key].compute_units == 2
-    imported = dst.measurements(provenance=("imported",))  # never this store's own (live) measurements
-    assert sorted(m.speedup for m in imported) == sorted(m.speedup for m in src.measurements())
-    assert dst.measurements() == []
+    assert dst.pairs.import_from(tmp_path / "pairs.jsonl.gz") == 30
+    assert dst.pairs.import_from(tmp_path / "pairs.jsonl.gz") == 0  # idempotent
+    assert dst.devices.all()[SPEC.key].compute_units == 2
+    imported = dst.ledger.find(provenance=("imported",))  # never this store's own (live) measurements
+    assert sorted(m.speedup for m in imported) == sorted(m.speedup for m in src.ledger.find())
+    assert dst.ledger.find() == []
 
 
 def test_shipped_seed_dataset_is_readable_and_covers_both_cpu_runtimes() -> None:
-    pairs, devices = Store.read_pairs(SEED_DATASET)
+    pairs, devices = read_pairs(SEED_DATASET)
     assert len(pairs) >= 100 and devices
     assert all(m.sizes == "full" for _, m in pairs)
     assert all(m.candidate_hash == c.hash for c, m in pairs)  # identities recomputed on read
@@ -48,7 +49,7 @@ def test_shipped_seed_dataset_is_readable_and_covers_both_cpu_runtimes() -> None
 def test_seed_rows_of_other_hardware_under_a_local_device_key_count_as_another_device() -> None:
     """The key names runtime and CPU model only: a local device of that key with another spec (other vector
     width, cache) must not take the seed's rows as its own history, nor its spec the seed's."""
-    pairs, specs = Store.read_pairs(SEED_DATASET)
+    pairs, specs = read_pairs(SEED_DATASET)
     key, seed_spec = next(iter(specs.items()))
     other = seed_spec.model_copy(update={"native_vector_width_float": seed_spec.native_vector_width_float * 2,
                                          "global_cache_bytes": seed_spec.global_cache_bytes // 2})

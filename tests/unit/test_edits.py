@@ -18,6 +18,7 @@ from kernelcast.agents.generate.offline import OfflineGenerator
 from kernelcast.tools.core.candidate import Candidate
 from kernelcast.tools.core.legacy_intent import parse_legacy_intent
 from kernelcast.tools.core.task import Task, load_task, resolve_task
+from kernelcast.tools.store.pairs import read_pairs
 from kernelcast.tools.store.store import MIGRATIONS, SCHEMA_VERSION, Store
 
 from support.paths import KERNELS
@@ -108,7 +109,7 @@ def test_an_old_store_migrates_its_intents_into_edits(tmp_path: Path) -> None:
     _v4_store(tmp_path / "old.db", old)
     store = Store(tmp_path / "old.db")
     assert store.schema_version == SCHEMA_VERSION  # migrated through v5 (edits) to the current version
-    got = store.candidates("saxpy")
+    got = store.candidates.of_task("saxpy")
     assert [c.intent for c in got] == [r["intent"] for r in old]  # every listing reads as before
     assert [c.origin for c in got] == ["reference", "template", "template", "variant", "derived", "llm"]
     assert got[1].edits[0].values == {"VEC": 2, "WG": 64}
@@ -124,13 +125,13 @@ def test_an_old_store_migrates_its_intents_into_edits(tmp_path: Path) -> None:
     assert got[5].note == "tile in local memory + unroll k"  # an author's words stay words
     # new rows are stored with their edits and read back equal
     fresh = resolve_task("saxpy").instantiate({"VEC": 4, "COARSEN": 1, "WG": 64}, intent="random template point")
-    store.add_candidate(fresh)
-    assert store.candidate(fresh.hash) == fresh
+    store.candidates.add(fresh)
+    assert store.candidates.get(fresh.hash) == fresh
     store.close()
 
 
 def test_the_shipped_seed_pairs_read_into_edits_that_render_their_text() -> None:
-    pairs, _ = Store.read_pairs(SEED_DATASET)
+    pairs, _ = read_pairs(SEED_DATASET)
     origins = {c.origin for c, _ in pairs}
     assert origins == {"template", "variant"}
     variants = [c for c, _ in pairs if c.origin == "variant"]

@@ -32,8 +32,8 @@ def item(key: str) -> RoutingInput:
 def test_each_child_reads_its_familys_record_in_the_run(tmp_path: Path) -> None:
     store = Store(tmp_path / "k.db")
     assert len({candidate(i).hash for i in range(14)}) == 14
-    block = [store.add_candidate(candidate(i, coarsen_x=2, mapping="block")) for i in range(4)]
-    unroll = [store.add_candidate(candidate(10 + i, unroll=4)) for i in range(2)]
+    block = [store.candidates.add(candidate(i, coarsen_x=2, mapping="block")) for i in range(4)]
+    unroll = [store.candidates.add(candidate(10 + i, unroll=4)) for i in range(2)]
     nodes = {"ref": node("ref", "root", None, parent=None),
              block[0]: node(block[0], "failed", None), block[1]: node(block[1], "failed", None),
              block[2]: node(block[2], "pending", None), block[3]: node(block[3], "dropped", None),

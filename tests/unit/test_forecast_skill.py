@@ -99,16 +99,16 @@ def test_skill_below_what_the_forecasts_claim_changes_nothing() -> None:
 def test_a_runs_skill_pairs_each_measured_child_at_its_shown_speedup_with_the_forecast_it_was_routed_on(
         tmp_path: Path) -> None:
     store = Store(tmp_path / "s.db")
-    run, other = store.create_run("t", "dev", {}, budget=8), store.create_run("t", "dev", {}, budget=8)
+    run, other = store.runs.create("t", "dev", {}, budget=8), store.runs.create("t", "dev", {}, budget=8)
 
     def forecast(key: str, mean: float, failed: bool = False, run_id: str = run) -> None:
-        store.add_forecast("t", key, "dev", "prior", "", [float(p) for p in lognormal_bins(mean, 0.5)], 1, 0.5,
-                           failed, run_id=run_id)
+        store.forecasts.add("t", key, "dev", "prior", "", [float(p) for p in lognormal_bins(mean, 0.5)], 1, 0.5,
+                            failed, run_id=run_id)
 
     def measure(key: str, speedup: float | None, run_id: str = run, phase: str = "search") -> None:
         status = Status.correct if speedup is not None else Status.incorrect
-        store.add_measurement(Measurement(task="t", candidate_hash=key, device="dev", sizes="full", status=status,
-                                          speedup=speedup, phase=phase), run_id=run_id)
+        store.ledger.add(Measurement(task="t", candidate_hash=key, device="dev", sizes="full", status=status,
+                                     speedup=speedup, phase=phase), run_id=run_id)
 
     for i in range(6):  # measured in the forecasts' order
         forecast(f"c{i}", 0.2 * i)

@@ -70,9 +70,9 @@ def test_generic_edits_go_on_the_parent_never_on_an_unmeasured_template_point(na
 
 # ---- never repeat what the store has measured ---------------------------------------------------------
 def _record(store: Store, candidate: Candidate, device: str, speedup: float = 1.0, sizes: str = "full") -> None:
-    store.add_candidate(candidate)
-    store.add_measurement(Measurement(task=candidate.task, candidate_hash=candidate.hash, device=device, sizes=sizes,
-                                      status=Status.correct, speedup=speedup))
+    store.candidates.add(candidate)
+    store.ledger.add(Measurement(task=candidate.task, candidate_hash=candidate.hash, device=device, sizes=sizes,
+                                 status=Status.correct, speedup=speedup))
 
 
 def test_offline_generator_never_proposes_a_point_measured_on_this_device(tmp_path: Path) -> None:

@@ -33,15 +33,15 @@ def forged_file(tmp_path: Path, speedup: float = 0.02, compute_units: int = 64) 
     task = resolve_task("saxpy")
     source = Store(tmp_path / "forger.db")
     forged_spec = DEVICE.model_copy(update={"compute_units": compute_units})
-    source.upsert_device(forged_spec)
+    source.devices.upsert(forged_spec)
     hashes = []
     for point in task.param_space():
         cand = task.instantiate(point)
-        source.add_candidate(cand)
-        source.add_measurement(row(task, cand.hash, speedup))
+        source.candidates.add(cand)
+        source.ledger.add(row(task, cand.hash, speedup))
         hashes.append(cand.hash)
     path = tmp_path / "forged.jsonl.gz"
-    assert source.export_pairs(path) == len(hashes)
+    assert source.pairs.export_to(path) == len(hashes)
     source.close()
     return path, hashes
 
@@ -52,42 +52,42 @@ def test_a_forged_import_makes_no_later_run_skip_the_points(tmp_path: Path) -> N
     path, hashes = forged_file(tmp_path)
     store = Store(tmp_path / "victim.db")
     task = resolve_task("saxpy")
-    assert store.import_pairs(path) == len(hashes) == len(task.param_space())
-    assert store.measured_params("saxpy", DEVICE.key, fingerprint=task.fingerprint) == []
-    assert store.measurements(task="saxpy", device=DEVICE.key) == []
-    assert all(store.latest_measurement(h, DEVICE.key) is None for h in hashes)
-    imported = store.measurements(task="saxpy", provenance=("imported",))
+    assert store.pairs.import_from(path) == len(hashes) == len(task.param_space())
+    assert store.ledger.measured_params("saxpy", DEVICE.key, fingerprint=task.fingerprint) == []
+    assert store.ledger.find(task="saxpy", device=DEVICE.key) == []
+    assert all(store.ledger.latest(h, DEVICE.key) is None for h in hashes)
+    imported = store.ledger.find(task="saxpy", provenance=("imported",))
     assert len(imported) == len(hashes) and all(m.provenance == "imported" and not m.live for m in imported)
     # training may learn from an imported dataset (its purpose); calibration never reads it unless asked
-    assert len(store.measured_pairs(provenance=TRAINING_PROVENANCE)) == len(hashes)
-    assert store.measured_pairs() == []
-    store.add_forecast("saxpy", hashes[0], DEVICE.key, "learned", "", [0.125] * 8, 1, 0.125, False)
-    assert store.measured_forecasts() == []
-    assert len(store.measured_forecasts(include_imported=True)) == 1
+    assert len(store.ledger.measured_pairs(provenance=TRAINING_PROVENANCE)) == len(hashes)
+    assert store.ledger.measured_pairs() == []
+    store.forecasts.add("saxpy", hashes[0], DEVICE.key, "learned", "", [0.125] * 8, 1, 0.125, False)
+    assert store.forecasts.measured() == []
+    assert len(store.forecasts.measured(include_imported=True)) == 1
 
 
 def test_an_import_never_rewrites_the_devices_own_spec(tmp_path: Path) -> None:
     path, _ = forged_file(tmp_path, compute_units=64)
     store = Store(tmp_path / "victim.db")
-    store.upsert_device(DEVICE)
-    store.import_pairs(path)
-    assert store.devices()[DEVICE.key].compute_units == 2
+    store.devices.upsert(DEVICE)
+    store.pairs.import_from(path)
+    assert store.devices.all()[DEVICE.key].compute_units == 2
     fresh = Store(tmp_path / "fresh.db")  # a device this store never saw is learned from the file
-    fresh.import_pairs(path)
-    assert fresh.devices()[DEVICE.key].compute_units == 64
+    fresh.pairs.import_from(path)
+    assert fresh.devices.all()[DEVICE.key].compute_units == 64
 
 
 def test_an_import_contradicting_the_devices_own_measurement_is_refused_whole(tmp_path: Path) -> None:
     path, hashes = forged_file(tmp_path, speedup=0.02)
     store = Store(tmp_path / "victim.db")
     task = resolve_task("saxpy")
-    store.add_measurement(row(task, hashes[3], 1.1))  # measured here, live: 1.1x against the file's 0.02x
+    store.ledger.add(row(task, hashes[3], 1.1))  # measured here, live: 1.1x against the file's 0.02x
     with pytest.raises(ImportConflict, match=r"not imported: candidate .* the file says 0.02x, this device "
                                              r"measured 1.1x"):
-        store.import_pairs(path)
-    assert store.measurements(provenance=("imported",)) == []
+        store.pairs.import_from(path)
+    assert store.ledger.find(provenance=("imported",)) == []
     agreeing, _ = forged_file(tmp_path / "b", speedup=1.3)  # within the noise a busy machine shows: accepted
-    assert store.import_pairs(agreeing) == len(hashes)
+    assert store.pairs.import_from(agreeing) == len(hashes)
 
 
 def test_a_damaged_dataset_file_is_one_line(tmp_path: Path) -> None:
@@ -95,11 +95,11 @@ def test_a_damaged_dataset_file_is_one_line(tmp_path: Path) -> None:
     bad.write_bytes(gzip.compress(b'{"candidate": {"task": "saxpy"}}\n'))
     store = Store(tmp_path / "k.db")
     with pytest.raises(InputError, match="line 1: not a dataset written by `kernelcast dataset export`"):
-        store.import_pairs(bad)
+        store.pairs.import_from(bad)
     plain = tmp_path / "plain.jsonl"
     plain.write_text(json.dumps({"x": 1}))
     with pytest.raises(InputError, match="not a dataset"):
-        store.import_pairs(plain)
+        store.pairs.import_from(plain)
 
 
 def test_v5_stores_read_their_replayed_flag_as_provenance(tmp_path: Path) -> None:
@@ -107,8 +107,8 @@ def test_v5_stores_read_their_replayed_flag_as_provenance(tmp_path: Path) -> Non
     task = resolve_task("saxpy")
     path = tmp_path / "old.db"
     store = Store(path)
-    store.add_measurement(row(task, "a" * 16, 1.5))
-    store.add_measurement(row(task, "b" * 16, 2.5).model_copy(update={"provenance": "replayed"}), run_id="r1")
+    store.ledger.add(row(task, "a" * 16, 1.5))
+    store.ledger.add(row(task, "b" * 16, 2.5).model_copy(update={"provenance": "replayed"}), run_id="r1")
     store.close()
     conn = sqlite3.connect(path)
     conn.execute("drop index idx_measurements_provenance")
@@ -121,6 +121,6 @@ def test_v5_stores_read_their_replayed_flag_as_provenance(tmp_path: Path) -> Non
     conn.commit()
     conn.close()
     store = Store(path)
-    assert store.schema_version == SCHEMA_VERSION == 6
-    assert [m.candidate_hash[0] for m in store.measurements()] == ["a"]
-    assert [m.provenance for m in store.measurements(run_id="r1")] == ["replayed"]
+    assert store.schema_version == SCHEMA_VERSION  # upgraded past v6
+    assert [m.candidate_hash[0] for m in store.ledger.find()] == ["a"]
+    assert [m.provenance for m in store.ledger.find(run_id="r1")] == ["replayed"]

@@ -40,10 +40,10 @@ def test_a_cache_becomes_recorded_rows_of_the_template_task(tmp_path: Path, task
     # the reference is the default point itself: one kernel, one identity, speedup 1
     assert by_params[json.dumps(DEFAULT, sort_keys=True)].candidate_hash == task.reference().hash
     store = Store(tmp_path / "k.db")
-    assert store.replace_recorded(task, space.device, space.rows) == 3
-    assert store.replace_recorded(task, space.device, space.rows) == 3  # a second import replaces the first
-    assert len(store.measurements(provenance=("recorded",))) == 3
-    assert store.measurements() == [] and store.measured_params(task.name, space.device.key) == []
+    assert store.ledger.replace_recorded(task, space.device, space.rows) == 3
+    assert store.ledger.replace_recorded(task, space.device, space.rows) == 3  # a second import replaces the first
+    assert len(store.ledger.find(provenance=("recorded",))) == 3
+    assert store.ledger.find() == [] and store.ledger.measured_params(task.name, space.device.key) == []
 
 
 @pytest.mark.parametrize(("data", "message"), [
@@ -77,7 +77,7 @@ def test_a_truncated_cache_is_refused(tmp_path: Path, task: Task) -> None:
 def replay_store(tmp_path: Path, task: Task) -> tuple[Store, str]:
     space = import_cache(write(tmp_path, cache()), task)
     store = Store(tmp_path / "k.db")
-    store.replace_recorded(task, space.device, space.rows)
+    store.ledger.replace_recorded(task, space.device, space.rows)
     return store, space.device.key
 
 

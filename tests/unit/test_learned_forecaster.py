@@ -35,17 +35,17 @@ def law(params: dict, rng: np.random.Generator) -> float:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     store = Store(tmp_path_factory.mktemp("learned") / "k.db")
-    store.upsert_device(HW)
+    store.devices.upsert(HW)
     assert HW.key == DEVICE
     rng = np.random.default_rng(0)
     for name in TASKS:
         task = resolve_task(name)
-        store.upsert_task(task)
+        store.tasks.upsert(task)
         for i, params in enumerate(task.param_space()[:120]):
             cand = task.instantiate(params)
-            store.add_candidate(cand)
+            store.candidates.add(cand)
             failed = i % 10 == 9
-            store.add_measurement(Measurement(
+            store.ledger.add(Measurement(
                 task=name, candidate_hash=cand.hash, device=DEVICE, sizes="full",
                 status=Status.compile_error if failed else Status.correct,
                 speedup=None if failed else law(params, rng)))
@@ -65,13 +65,13 @@ def test_untrained_forecaster_defers_everything() -> None:
 
 
 def test_below_min_samples_stays_untrained(store: Store) -> None:
-    data = training_set(store.measured_pairs(device=DEVICE)[:90], hardware={DEVICE: HW})
+    data = training_set(store.ledger.measured_pairs(device=DEVICE)[:90], hardware={DEVICE: HW})
     model = LearnedForecaster(min_samples=100).fit(data)
     assert not model.trained and model.n_train == len(data) < 100
 
 
 def test_training_skips_failures_and_unknown_tasks(store: Store) -> None:
-    pairs = store.measured_pairs(device=DEVICE)
+    pairs = store.ledger.measured_pairs(device=DEVICE)
     data = training_set(pairs, tasks={n: resolve_task(n) for n in TASKS[:3]}, hardware={DEVICE: HW})
     failed = sum(1 for _, m in pairs if m.status is not Status.correct)
     unknown = sum(1 for _, m in pairs if m.task == TASKS[3] and m.status is Status.correct)
@@ -96,7 +96,7 @@ def test_trained_forecasts_follow_the_law(store: Store, trained: LearnedForecast
 
 
 def test_leave_task_out_beats_uniform(store: Store) -> None:
-    data = training_set(store.measured_pairs(device=DEVICE), hardware={DEVICE: HW})
+    data = training_set(store.ledger.measured_pairs(device=DEVICE), hardware={DEVICE: HW})
     report = leave_task_out(data, ks=(10.0, 50.0))
     assert set(report.per_task) == set(TASKS) and not report.uninformative_tasks
     assert report.overall.nll < math.log(8)  # better than the uniform forecast
@@ -144,7 +144,7 @@ def test_fast_vectorizer_matches_sklearn(trained: LearnedForecaster) -> None:
 def test_learning_a_runs_measurements_moves_forecasts_towards_the_new_task(store: Store) -> None:
     """A task that runs 4x faster than the law says: unseen, the model places it by the law;
     after learning 30 of its measurements it forecasts the other points of that task higher and better."""
-    others = [(c, m) for c, m in store.measured_pairs(device=DEVICE) if m.task != "gemv"]
+    others = [(c, m) for c, m in store.ledger.measured_pairs(device=DEVICE) if m.task != "gemv"]
     model = LearnedForecaster().fit(training_set(others, hardware={DEVICE: HW}))
     task = resolve_task("gemv")
     rng = np.random.default_rng(2)

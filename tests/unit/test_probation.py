@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 
 from kernelcast.agents.forecast.distributions import lognormal_bins
-from kernelcast.graphs.events import Route
 from kernelcast.graphs.route.risk_control import DEVICE_RECORD, PROBATION_AUDITS, SEED_REPLAY, TrustThresholds, probation
 from kernelcast.graphs.route.routers.base import RoutingInput
 from kernelcast.graphs.route.routers.selective import SelectiveRouter, acts_on
 from kernelcast.graphs.route.trust import trust_for
 from kernelcast.tools.store.store import Store
 
+from support.decisions import record_route
 from support.records import measurement
 
 LEARNED = ("learned", None)  # the forecaster the shipped seed replay was made with
@@ -91,14 +91,13 @@ def test_the_trial_reads_the_tasks_audits_under_replayed_trust_on_the_device(tmp
     stage = 5  # a stage bucket the shipped replay certifies a prune threshold for
 
     def audit_run(group: str, speedups: list[float], device: str = "dev", source: str = SEED_REPLAY) -> None:
-        run = store.create_run(group.split("@")[0], device, {"task": group.split("@")[0]}, 24)
-        store.update_run(run, calibration_group=group)
+        run = store.runs.create(group.split("@")[0], device, {"task": group.split("@")[0]}, 24)
+        store.runs.update(run, calibration_group=group)
         for i, speedup in enumerate(speedups):
             child = hashlib.sha256(f"{run}-{i}".encode()).hexdigest()
-            store.add_event(run, "route", Route(decision="measure", p_beat=0.01, incumbent=1.0, audit=True,
-                                                trusted_as="prune", trust_source=source, probation=True).model_dump(),
-                            candidate_hash=child)
-            store.add_measurement(measurement(child, speedup).model_copy(update={"device": device}), run_id=run)
+            record_route(store, run, child, device=device, decision="measure", p_beat=0.01, incumbent=1.0, audit=True,
+                         trusted_as="prune", trust_source=source, probation=True)
+            store.ledger.add(measurement(child, speedup).model_copy(update={"device": device}), run_id=run)
 
     def thresholds(group: str) -> TrustThresholds:
         return trust_for(store, "dev", stage, 0.1, LEARNED, replayed=True, group=group, trial_group=group)

@@ -11,13 +11,13 @@ from kernelcast.agents.forecast.learned import task_lookup
 from kernelcast.agents.registry import SEED_REPLAY
 from kernelcast.graphs.route.replay_calibration import read_rows, replay_group, shipped_by_stage, stage_bucket
 from kernelcast.graphs.route.risk_control import fit_thresholds
-from kernelcast.tools.store.store import Store
+from kernelcast.tools.store.pairs import read_pairs
 
 
 def test_the_shipped_rows_are_what_the_forecaster_gives_now() -> None:
     """Replaying one group reproduces the shipped rows: a change of the forecaster that moves its P(beat)
     fails here until the rows are rebuilt (``python -m kernelcast.graphs.route.replay_calibration``)."""
-    pairs, devices = Store.read_pairs(SEED_DATASET)
+    pairs, devices = read_pairs(SEED_DATASET)
     shipped = read_rows(SEED_REPLAY)
     group = "softmax@" + next(d for d in devices if "Intel" in d)
     task_name, device = group.split("@", 1)

@@ -24,10 +24,10 @@ MEASURED_ROOF = 160e9
 
 def store_with(tmp_path: Path, compute: float | None) -> Store:
     store = Store(tmp_path / "k.db")
-    store.upsert_device(EPYC)
-    store.set_device_probe(EPYC.key, PROBE, TRIAD, {"task": "saxpy"})
+    store.devices.upsert(EPYC)
+    store.devices.set_probe(EPYC.key, PROBE, TRIAD, {"task": "saxpy"})
     if compute is not None:
-        store.set_device_probe(EPYC.key, COMPUTE_PROBE, compute, {"task": "compute_peak"})
+        store.devices.set_probe(EPYC.key, COMPUTE_PROBE, compute, {"task": "compute_peak"})
     return store
 
 

@@ -15,6 +15,8 @@ from kernelcast.tools.core.bins import expected_log_speedup
 from kernelcast.tools.core.task import builtin_task_paths, load_task
 from kernelcast.tools.store.store import Store
 
+from support.decisions import record_route
+
 GIVEN = Work(flops=2e6, bytes=12e6, flops_from="task", bytes_from="task")  # saxpy's 2 FLOP per 12 bytes
 DRAM = Peaks(gflops=64.0, gbytes=20.0, level="DRAM", probed=True)  # ridge 3.2 FLOP/byte
 
@@ -97,22 +99,20 @@ def _probs(expected_bin: int) -> list[float]:
 
 def test_spread_is_computed_per_routed_round_and_is_zero_for_a_flat_round(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.db")
-    run = store.create_run("t", "dev", {}, budget=4)
+    run = store.runs.create("t", "dev", {}, budget=4)
 
     def forecast(key: str, probabilities: list[float], failed: bool = False) -> None:
-        store.add_forecast("t", key, "dev", "prior", "", probabilities, 1, 0.5, failed, run_id=run)
+        store.forecasts.add("t", key, "dev", "prior", "", probabilities, 1, 0.5, failed, run_id=run)
 
-    store.add_event(run, "generated", {"parent": "root", "children": ["a", "b", "c", "x"]}, "root")
     for key in ("a", "b", "c"):
         forecast(key, _probs(4))  # the same distribution for every child
     forecast("x", [1 / 8] * 8, failed=True)  # a failed forecast tells nothing: left out
     for key in ("a", "b", "c", "x"):
-        store.add_event(run, "route", {"decision": "drop"}, key)
-    store.add_event(run, "generated", {"parent": "a", "children": ["d"]}, "a")
+        record_route(store, run, key, decision="drop", round=1)
     forecast("d", _probs(7))
     forecast("a", _probs(2))  # a carried-over child, forecast again: this round reads its new forecast
     for key in ("d", "a"):
-        store.add_event(run, "route", {"decision": "measure"}, key)
+        record_route(store, run, key, decision="measure", round=2)
 
     rounds = round_forecasts(store, run)
     assert [sorted(r) for r in rounds] == [["a", "b", "c", "x"], ["a", "d"]]

@@ -16,7 +16,7 @@ from support.records import measurement
 
 def budget_of(tmp_path: Path, **config: object) -> tuple[Budget, Store]:
     store = Store(tmp_path / "k.db")
-    run_id = store.create_run("saxpy", "dev", {}, 24)
+    run_id = store.runs.create("saxpy", "dev", {}, 24)
     return Budget(store, run_id, RunConfig(task="saxpy", **config)), store  # type: ignore[arg-type]
 
 
@@ -39,7 +39,7 @@ def test_the_allowance_is_the_budget_less_spent_and_reserve(tmp_path: Path) -> N
     reserve = min(budget.config.reserve, 5) + 1
     assert budget.reserve(nodes) == reserve and budget.allowance(nodes) == 16 - reserve
     for key in ("a", "b", "c"):
-        store.add_measurement(measurement(key, 2.0), run_id=budget.run_id)
+        store.ledger.add(measurement(key, 2.0), run_id=budget.run_id)
     assert budget.spent() == 3 and budget.spent_to("b") == 2 and budget.spent_to("zzz") == 0
     assert budget.allowance(nodes) == 16 - 3 - reserve
     assert budget.final_reserve(nodes) == 1 and budget.final_reserve({}) == 0
@@ -49,5 +49,5 @@ def test_the_allowance_is_the_budget_less_spent_and_reserve(tmp_path: Path) -> N
 def test_no_allowance_past_the_device_time_limit(tmp_path: Path) -> None:
     budget, store = budget_of(tmp_path, budget=16, max_device_seconds=0.5)
     assert budget.allowance({}) == 15
-    store.add_measurement(measurement("a", 2.0).model_copy(update={"wall_ms": 600.0}), run_id=budget.run_id)
+    store.ledger.add(measurement("a", 2.0).model_copy(update={"wall_ms": 600.0}), run_id=budget.run_id)
     assert budget.out_of_device_time() and budget.allowance({}) == 0

@@ -62,7 +62,7 @@ def test_training_featurizes_each_measurement_with_the_task_it_was_measured_on(t
     assert len({mine.fingerprint, stale.fingerprint, builtin.fingerprint}) == 3
 
     store = Store(tmp_path / "k.db")
-    store.upsert_task(mine)
+    store.tasks.upsert(mine)
     point = builtin.instantiate(POINT)
     pairs = [(point, measured(builtin, builtin.fingerprint, 3.0)), (point, measured(mine, mine.fingerprint, 1.5)),
              (point, measured(stale, stale.fingerprint, 2.0))]
@@ -98,18 +98,18 @@ def test_a_borrowed_name_does_not_inherit_the_builtins_measurements(tmp_path: Pa
     toml.write_text(toml.read_text().replace("M = 384", "M = 768", 1))
     mine = load_task(toml)
     store = Store(tmp_path / "k.db")
-    store.upsert_task(mine)
+    store.tasks.upsert(mine)
     point = builtin.instantiate(POINT)
-    store.add_candidate(builtin.reference())
-    store.add_candidate(point)
-    store.add_measurement(measured(builtin, builtin.fingerprint, 3.0))
-    assert store.measurements(task="gemm", fingerprint=mine.fingerprint) == []
-    assert store.latest_measurement(point.hash, "dev", fingerprint=mine.fingerprint) is None
-    assert store.latest_measurement(point.hash, "dev", fingerprint=builtin.fingerprint) is not None
+    store.candidates.add(builtin.reference())
+    store.candidates.add(point)
+    store.ledger.add(measured(builtin, builtin.fingerprint, 3.0))
+    assert store.ledger.find(task="gemm", fingerprint=mine.fingerprint) == []
+    assert store.ledger.latest(point.hash, "dev", fingerprint=mine.fingerprint) is None
+    assert store.ledger.latest(point.hash, "dev", fingerprint=builtin.fingerprint) is not None
     context_of = {t.fingerprint: GenerationContext.from_store(store, t, "dev", t.reference()) for t in (builtin, mine)}
     assert context_of[builtin.fingerprint].measured_points == [POINT]
     assert [s for _, s in context_of[builtin.fingerprint].best] == [3.0]
     assert context_of[mine.fingerprint].measured_points == [] and context_of[mine.fingerprint].best == []
     legacy = measured(mine, None, 1.5).model_copy(update={"sizes": "small"})  # before fingerprints: the name's
-    store.add_measurement(legacy)
-    assert [m.speedup for m in store.measurements(task="gemm", fingerprint=mine.fingerprint)] == [1.5]
+    store.ledger.add(legacy)
+    assert [m.speedup for m in store.ledger.find(task="gemm", fingerprint=mine.fingerprint)] == [1.5]

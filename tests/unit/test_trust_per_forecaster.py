@@ -11,15 +11,16 @@ from pathlib import Path
 
 from kernelcast.agents.registry import FORECASTERS, SEED_REPLAY, forecaster_spec
 from kernelcast.graphs.config import RunConfig
-from kernelcast.graphs.events import Route
 from kernelcast.graphs.route.replay_calibration import shipped_by_stage, stage_bucket
 from kernelcast.graphs.route.risk_control import SEED_REPLAY as SEED_REPLAY_SOURCE
-from kernelcast.graphs.route.trust import forecaster_of, trust_for
+from kernelcast.graphs.route.trust import ForecasterKey, forecaster_of, trust_for
 from kernelcast.tools.core.measurement import Measurement, Status, TimingStats
 from kernelcast.tools.store.store import Store
 
+from support.decisions import record_route
+
 LEARNED = ("learned", None)
-PRIOR = ("prior", None)
+PRIOR = ForecasterKey("prior", None)
 
 
 def _measured(child: str, speedup: float) -> Measurement:
@@ -32,13 +33,12 @@ def _learned_store(path: Path, rows: int = 300) -> Store:
     """A store whose device holds ``rows`` measured decisions of learned-forecaster runs, well calibrated (a low p
     lost to its incumbent, a high p beat it): enough to certify both thresholds at risk 0.1."""
     store = Store(path)
-    run = store.create_run("saxpy", "dev", RunConfig(task="saxpy", forecaster="learned").model_dump(), 24)
+    run = store.runs.create("saxpy", "dev", RunConfig(task="saxpy", forecaster="learned").model_dump(), 24)
     for i in range(rows):
         child = hashlib.sha256(f"learned-{i}".encode()).hexdigest()
         p = 0.02 if i % 2 else 0.98
-        store.add_event(run, "route", Route(decision="measure", p_beat=p, incumbent=1.0).model_dump(),
-                        candidate_hash=child)
-        store.add_measurement(_measured(child, 0.5 if p < 0.5 else 2.0), run_id=run)
+        record_route(store, run, child, decision="measure", p_beat=p, incumbent=1.0)
+        store.ledger.add(_measured(child, 0.5 if p < 0.5 else 2.0), run_id=run)
     return store
 
 
@@ -66,9 +66,9 @@ def test_the_seed_replay_certifies_only_the_forecaster_that_made_it(tmp_path: Pa
 
 def test_a_run_whose_config_does_not_validate_belongs_to_no_forecaster(tmp_path: Path) -> None:
     store = Store(tmp_path / "k.db")
-    good = store.create_run("saxpy", "dev", RunConfig(task="saxpy", forecaster="prior").model_dump(), 24)
-    odd = store.create_run("saxpy", "dev", {"forecaster": "prior"}, 24)  # no task: not a RunConfig
-    runs = {r.id: r for r in store.runs()}
+    good = store.runs.create("saxpy", "dev", RunConfig(task="saxpy", forecaster="prior").model_dump(), 24)
+    odd = store.runs.create("saxpy", "dev", {"forecaster": "prior"}, 24)  # no task: not a RunConfig
+    runs = {r.id: r for r in store.runs.recent()}
     assert forecaster_of(runs[good]) == PRIOR
     assert forecaster_of(runs[odd]) is None
 
@@ -85,13 +85,12 @@ def test_a_local_model_is_keyed_by_its_weights_not_its_path(tmp_path: Path) -> N
     old = RunConfig(task="saxpy", forecaster="llm", model=f"local:{folder}")
     assert old.model_weights is not None and old.model_weights.startswith("local-sha256:")
     store = _learned_store(tmp_path / "k.db", rows=0)
-    run = store.create_run("saxpy", "dev", old.model_dump(), 24)
+    run = store.runs.create("saxpy", "dev", old.model_dump(), 24)
     for i in range(300):
         child = hashlib.sha256(f"local-{i}".encode()).hexdigest()
         p = 0.02 if i % 2 else 0.98
-        store.add_event(run, "route", Route(decision="measure", p_beat=p, incumbent=1.0).model_dump(),
-                        candidate_hash=child)
-        store.add_measurement(_measured(child, 0.5 if p < 0.5 else 2.0), run_id=run)
+        record_route(store, run, child, forecaster_key(old), decision="measure", p_beat=p, incumbent=1.0)
+        store.ledger.add(_measured(child, 0.5 if p < 0.5 else 2.0), run_id=run)
     assert trust_for(store, "dev", 0, 0.1, forecaster_key(old)).n_calibration == 300
     same = RunConfig(task="saxpy", forecaster="llm", model=f"local:{folder}")
     assert forecaster_key(same) == forecaster_key(old), "the same weights keep their record"
@@ -99,5 +98,5 @@ def test_a_local_model_is_keyed_by_its_weights_not_its_path(tmp_path: Path) -> N
     new = RunConfig(task="saxpy", forecaster="llm", model=f"local:{folder}")
     assert new.model == old.model and forecaster_key(new) != forecaster_key(old)
     assert trust_for(store, "dev", 0, 0.1, forecaster_key(new)).n_calibration == 0, "another model, no record"
-    stored = {r.id: r for r in store.runs()}[run]
+    stored = {r.id: r for r in store.runs.recent()}[run]
     assert forecaster_of(stored) == forecaster_key(old), "a stored run keeps the digest it was started with"

@@ -31,3 +31,7 @@ class DeviceError(KernelcastError):
     """The device or its measurement worker cannot be used."""
 
     exit_code = EXIT_DEVICE
+
+
+class DeviceRuntimeError(DeviceError, RuntimeError):
+    """The runtime reported an error while listing devices, or enqueuing or running a kernel."""

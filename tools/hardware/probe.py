@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kernelcast.tools.core.errors import DeviceRuntimeError
 from kernelcast.tools.core.language import OPENCL
-from kernelcast.tools.hardware.backends.base import DeviceRuntimeError
+from kernelcast.tools.hardware.opencl_devices import device_spec, list_devices, match_device, pyopencl_module
 
 if TYPE_CHECKING:
     from kernelcast.tools.store.store import Store
@@ -68,9 +69,7 @@ def explain(log: str) -> str:
 
 def probe(platform: Any, device: Any, source: str = PROBE_SOURCE) -> str:
     """Build and run ``source`` (a kernel ``kernelcast_probe(a, b, n)``) on ``device``; "" when correct."""
-    from kernelcast.tools.hardware.backends.opencl import _cl
-
-    cl = _cl()
+    cl = pyopencl_module()
     try:
         ctx = cl.Context([device])
         queue = cl.CommandQueue(ctx)
@@ -94,14 +93,10 @@ def probe(platform: Any, device: Any, source: str = PROBE_SOURCE) -> str:
 
 
 def _listed() -> list[tuple[str, Any, Any]]:
-    from kernelcast.tools.hardware.backends.opencl import list_devices
-
     return list_devices()
 
 
 def _describe(index: str, platform: Any, device: Any, reason: str) -> DeviceStatus:
-    from kernelcast.tools.hardware.backends.opencl import device_spec
-
     spec = device_spec(platform, device)
     return DeviceStatus(index=index, key=spec.key, platform=spec.platform, name=spec.name, driver=spec.driver,
                         device_type=spec.device_type, healthy=reason == "", reason=reason)
@@ -145,8 +140,6 @@ _memo: dict[tuple[str, str, str], str] = {}
 def probe_devices(store: Store | None = None, source: str = PROBE_SOURCE, refresh: bool = False) -> list[DeviceStatus]:
     """Every OpenCL device with its verdict, in :func:`preference` order (cached per device and driver)."""
     listed = _listed()
-    from kernelcast.tools.hardware.backends.opencl import device_spec
-
     specs = {index: device_spec(p, d) for index, p, d in listed}
     known: dict[str, str] = {}
     for index, spec in specs.items():
@@ -154,7 +147,7 @@ def probe_devices(store: Store | None = None, source: str = PROBE_SOURCE, refres
         if not refresh and memo_key in _memo:
             known[index] = _memo[memo_key]
         elif not refresh and store is not None and source == PROBE_SOURCE:
-            cached = store.probe_verdict(spec.key, spec.driver)  # None too for a damaged row: probed again
+            cached = store.devices.verdict(spec.key, spec.driver)  # None too for a damaged row: probed again
             if cached is not None:
                 known[index] = cached
     missing = [index for index in specs if index not in known]
@@ -164,7 +157,7 @@ def probe_devices(store: Store | None = None, source: str = PROBE_SOURCE, refres
             spec = specs[index]
             _memo[(spec.key, spec.driver, source)] = reason
             if store is not None and not store.read_only and source == PROBE_SOURCE:  # read-only: not cached
-                store.record_probe_verdict(spec.key, spec.driver, reason)
+                store.devices.record_verdict(spec.key, spec.driver, reason)
         known.update(fresh)
     return preference([_describe(index, p, d, known[index]) for index, p, d in listed])
 
@@ -198,8 +191,6 @@ def choose_device(selector: str | None, store: Store | None = None, source: str 
                 return status
         raise DeviceUnusable("no usable OpenCL device: " + "; ".join(f"{s.name} ({s.platform}): {s.reason}"
                                                                       for s in statuses))
-    from kernelcast.tools.hardware.backends.opencl import match_device
-
     index = match_device(str(selector), [(s.index, s.platform, s.name) for s in statuses])
     chosen = next(s for s in statuses if s.index == index)
     if not chosen.healthy:

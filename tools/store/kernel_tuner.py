@@ -192,7 +192,7 @@ def _row(task: Task, cand: Candidate, device: HardwareSpec, stamp: str, stats: T
 
 
 def import_cache(path: Path, task: Task) -> RecordedSpace:
-    """Read ``path`` and map it onto ``task`` (nothing stored: :meth:`Store.replace_recorded` stores it)."""
+    """Read ``path`` and map it onto ``task`` (nothing stored: ``store.ledger.replace_recorded`` stores it)."""
     try:
         return recorded_space(read_cache(path), task, path.name)
     except TaskError as exc:  # a point the task cannot instantiate

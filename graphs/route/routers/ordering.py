@@ -9,7 +9,14 @@ import math
 import statistics
 from typing import NamedTuple
 
+from kernelcast.agents.forecast.base import CertifiedSkill
 from kernelcast.agents.forecast.distributions import log_speedup_quantile, moments
+from kernelcast.graphs.route.forecast_skill import (
+    MIN_SKILL_PAIRS,
+    RHO_CAP,
+    SPEARMAN_VARIANCE,
+    ForecastSkill,
+)
 from kernelcast.graphs.route.routers.base import RoutingInput, audit_draw, measure_order
 
 
@@ -146,3 +153,73 @@ def led_order(items: list[RoutingInput], seed: int, lead: float, by_gain: bool =
 def _draw_passes(item: RoutingInput, draw: float) -> bool:
     """Whether the item's Thompson draw says it beats its incumbent (a failed forecast, drawing nothing, passes)."""
     return item.failed or not math.isfinite(draw) or draw > math.log(max(item.incumbent, 1e-12))
+
+
+# ---- the regime: follow the forecasts' ranking, or cover families first --------------------------------------------
+# The share of a round's ln S variance its forecasts' means must claim (forecast_lead, a calibrated forecaster's R^2)
+# for the round to follow their ranking before the run has measured enough to show it. The transfer forecaster claims
+# 0.9 and more for a GPU from its siblings' recordings, whose ranking's top 8 reached a median 0.895 of the optimum
+# (docs/benchmarks.md, issue 63); a forecaster on a kernel it never saw claims 0.02-0.03 (the held-out corpus).
+EXPLOIT_CLAIM = 0.75
+EXPLOIT_CERTIFIED = 0.6  # a forecaster's certified rank skill (CertifiedSkill) that is followed from the start
+EXPLOIT_SHOWN = 0.5  # rank skill shown on this run's measured children (a one-sd lower bound) that is followed
+POOR_RANK = 0.3  # a measured ranking below this (issue 63's "poor") refutes a certificate or claim it cannot reach
+
+
+class Regime(NamedTuple):
+    """How a round is ordered: by the forecasts' ranking (``exploit``, as topk), or family coverage first and
+    the forecasts leading the share they claim or showed (today's order); and why, in words."""
+
+    exploit: bool
+    why: str
+
+    @property
+    def name(self) -> str:
+        return "exploit the ranking" if self.exploit else "cover families"
+
+
+def choose_regime(items: list[RoutingInput], skill: ForecastSkill | None,
+                  certified: CertifiedSkill | None = None) -> Regime:
+    """The regime a round's ``items`` are ordered in, from measured skill: the run's own measured children decide
+    once there are MIN_SKILL_PAIRS of them (followed where the ranking shown reaches EXPLOIT_SHOWN; refuted where it
+    falls below POOR_RANK and even its one-sd upper bound below EXPLOIT_CERTIFIED: on convolution/A100 at budget 24
+    a certified 0.75 kept the run on a ranking its 19 measured children showed at 0.18, and it ended at 0.71 of the
+    optimum where covering reached 0.89); else, and in between, the forecaster's certified skill on this
+    task and device (at least EXPLOIT_CERTIFIED), else what the forecasts claim of this round
+    (:func:`forecast_lead` at least EXPLOIT_CLAIM). A round with fewer than two forecasts to compare claims
+    nothing."""
+    claimed = forecast_lead(items) if sum(not item.failed for item in items) >= 2 else 0.0
+    if skill is not None and skill.pairs >= MIN_SKILL_PAIRS and skill.rho is not None:
+        upper = skill_upper(skill)
+        if skill.shown >= EXPLOIT_SHOWN:
+            return Regime(True, f"{skill.text()}: at least {EXPLOIT_SHOWN:.2f}")
+        if skill.rho < POOR_RANK and upper < EXPLOIT_CERTIFIED:
+            return Regime(False, f"{skill.text()}, at most {upper:.2f}: below {POOR_RANK:.2f} refutes what the "
+                                 "forecaster certified or claimed")
+    if certified is not None and certified.rho >= EXPLOIT_CERTIFIED:
+        return Regime(True, f"certified rank skill {certified.rho:.2f} (at least {EXPLOIT_CERTIFIED:.2f}): "
+                            f"{certified.why}" + (f"; {skill.text()}" if skill is not None else ""))
+    uncertified = "no certified rank skill" if certified is None else \
+        f"certified rank skill {certified.rho:.2f} (below {EXPLOIT_CERTIFIED:.2f}: {certified.why})"
+    if claimed >= EXPLOIT_CLAIM:
+        return Regime(True, f"{uncertified}; the forecasts claim {claimed:.0%} of the round's ln S variance (at "
+                            f"least {EXPLOIT_CLAIM:.0%})" + (f"; {skill.text()}" if skill is not None else ""))
+    return Regime(False, f"{uncertified}; the forecasts claim {claimed:.0%} of the round's ln S variance (below "
+                         f"{EXPLOIT_CLAIM:.0%})" + (f"; {skill.text()}" if skill is not None else ""))
+
+
+def skill_upper(skill: ForecastSkill) -> float:
+    """A one-sd upper bound of the run's rank correlation (Fisher's z, as ForecastSkill.shown is the lower)."""
+    assert skill.rho is not None and skill.pairs > 3
+    z = math.atanh(max(-RHO_CAP, min(skill.rho, RHO_CAP)))
+    return math.tanh(z + math.sqrt(SPEARMAN_VARIANCE / (skill.pairs - 3)))
+
+
+def ranked_order(items: list[RoutingInput]) -> list[RoutingInput]:
+    """``items`` by the forecasts' ranking, as topk reads it: expected ln S, highest first (the continuous
+    belief's mean where there is one: bins end at 4x, and a GPU space's best points lie beyond it; a failed
+    forecast last, then the expected gain and the hash, so the order is total)."""
+    def mean(it: RoutingInput) -> float:
+        return it.log_mean if it.continuous and it.log_mean is not None else it.expected_log_speedup
+
+    return sorted(items, key=lambda it: (it.failed, -mean(it), -it.gain, it.hash))

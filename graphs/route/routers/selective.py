@@ -10,12 +10,14 @@ which come from calibration data with a finite-sample guarantee on the share of 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Literal, NamedTuple
 
+from kernelcast.agents.forecast.base import CertifiedSkill
 from kernelcast.graphs.route.forecast_skill import ForecastSkill
 from kernelcast.graphs.route.risk_control import TrustThresholds
-from kernelcast.graphs.route.routers.base import Routed, RoutingInput, audit_draw
+from kernelcast.graphs.route.routers.base import Routed, Router, RoutingInput, audit_draw
 from kernelcast.graphs.route.routers.family_rules import (
     COVERAGE_SHARE,
     MIN_FAMILY_EVIDENCE,
@@ -25,12 +27,20 @@ from kernelcast.graphs.route.routers.family_rules import (
     doubtful_siblings_last,
     unproven_family,
 )
-from kernelcast.graphs.route.routers.ordering import LedOrder, forecast_lead, led_order, thompson_draw
+from kernelcast.graphs.route.routers.ordering import (
+    LedOrder,
+    Regime,
+    choose_regime,
+    forecast_lead,
+    led_order,
+    ranked_order,
+    thompson_draw,
+)
 
 DEFAULT_AUDIT_RATE = 0.2  # share of trusted decisions measured anyway, while the audit allowance lasts
 Side = Literal["prune", "accept"]
 __all__ = ["COVERAGE_SHARE", "DEFAULT_AUDIT_RATE", "MIN_FAMILY_EVIDENCE", "SelectiveRouter", "acts_on",
-           "trusted_verdict"]
+           "follows_skill", "trusted_verdict"]
 
 
 def trusted_verdict(trust: TrustThresholds, item: RoutingInput) -> Side | None:
@@ -58,6 +68,7 @@ class Lead(NamedTuple):
     share: float
     by_gain: bool
     why: str
+    ranked: bool = False  # the whole round in the forecasts' ranking (the exploit regime)
 
 
 @dataclass
@@ -92,13 +103,21 @@ class SelectiveRouter:
     decisions get the audits first, as many as its trial still needs, drawn at random with every draw taken
     (before the uncertain children, and out of the round's spare room), and the rest are routed as uncertain
     children. With no audits left, a side on probation stays untrusted for the round.
+
+    With ``follow_skill`` (RunConfig.follow_skill) each round's regime comes from measured skill
+    (:func:`choose_regime`, with the forecaster's ``certified`` skill): where the forecasts rank, the deferred
+    children go in their ranking, as topk's (no coverage, no draws); elsewhere as above. ``regimes`` keeps each
+    routing's regime for the run's summary (:meth:`regime_text`).
     """
 
     measure_per_round: int = 4
     audit_rate: float = DEFAULT_AUDIT_RATE
     seed: int = 0
     budget: int = 0  # the run's budget: family coverage gets at most COVERAGE_SHARE of it (0: unlimited)
+    follow_skill: bool = False  # choose each round's regime from measured skill (RunConfig.follow_skill)
+    certified: CertifiedSkill | None = None  # the forecaster's certified rank skill on this task and device
     name: str = "selective"
+    regimes: list[Regime] = field(default_factory=list, compare=False, repr=False)  # per routing, with follow_skill
 
     def route(self, items: list[RoutingInput], can_measure: int, trust: TrustThresholds | None = None,
               audits: int = 0, skill: ForecastSkill | None = None) -> dict[str, Routed]:
@@ -109,16 +128,46 @@ class SelectiveRouter:
         self._classify(r, items)
         audit_room = self._trial_audits(r, max(0, min(audits, can_measure)))
         lead = self._lead(r.deferred, skill)
-        order = led_order(r.deferred, self.seed, lead.share, by_gain=lead.by_gain)
-        deferred, waiting = doubtful_siblings_last(coverage_first(order.ordered,
-                                                                  coverage_room(self.budget, can_measure - r.trial)))
+        regime = self._regime(r.deferred, skill)
+        if regime is not None and regime.exploit:  # the forecasts' ranking, as topk: no coverage, no draws
+            order = LedOrder(ranked_order(r.deferred), set(), set())
+            lead = Lead(1.0, False, f"regime: {regime.name}, {regime.why}", ranked=True)
+            deferred, waiting = doubtful_siblings_last(order.ordered)
+        else:
+            order = led_order(r.deferred, self.seed, lead.share, by_gain=lead.by_gain)
+            deferred, waiting = doubtful_siblings_last(coverage_first(order.ordered,
+                                                                      coverage_room(self.budget, can_measure - r.trial)))
+            if regime is not None:
+                lead = lead._replace(why=f"regime: {regime.name}, {regime.why}; {lead.why}")
         self._route_deferred(r, deferred, waiting, order, lead)
         self._audit_trusted(r, max(0, min(audit_room, can_measure - r.trial - r.in_turn)))
         if not deferred:
             self._spend_spare(r.trusted, r.out, min(self.measure_per_round, can_measure) - r.trial - r.in_turn)
         return r.out
 
+    def regime_text(self) -> str:
+        """The regimes this router's rounds were in (with follow_skill), for the run summary: how many rounds
+        followed the forecasts' ranking and why the last one was in its regime."""
+        if not self.follow_skill:
+            return "regime: not chosen (follow_skill off: family coverage, then the forecasts lead the share they " \
+                   "claim or showed)"
+        if not self.regimes:
+            return "regime: no round with children to order was routed by this process"
+        last = self.regimes[-1]
+        followed = sum(regime.exploit for regime in self.regimes)
+        return f"regime: followed the forecasts' ranking in {followed} of {len(self.regimes)} routed rounds; " \
+               f"last round: {last.name}, {last.why}"
+
     # ---- the parts of a routing ----------------------------------------------------------------------------
+    def _regime(self, deferred: list[RoutingInput], skill: ForecastSkill | None) -> Regime | None:
+        """The round's regime with follow_skill (recorded for the summary when it has children to order)."""
+        if not self.follow_skill:
+            return None
+        regime = choose_regime(deferred, skill, self.certified)
+        if deferred:
+            self.regimes.append(regime)
+        return regime
+
     @staticmethod
     def _classify(r: _Round, items: list[RoutingInput]) -> None:
         """Each child deferred, or trusted on its forecast (or would be, by a side on probation)."""
@@ -209,6 +258,9 @@ class SelectiveRouter:
         if item.hash in order.drew_incorrect:
             return f"its family drew incorrect (P(correct) {item.p_correct:.2f}): placed after the children that " \
                    "drew correct"
+        if lead.ranked:
+            mean = item.log_mean if item.continuous and item.log_mean is not None else item.expected_log_speedup
+            return f"forecast ln S {mean:+.3g}, the forecasts' ranking"
         if item.hash in order.by_design:
             return "the round's order"
         if lead.by_gain:
@@ -237,3 +289,12 @@ class SelectiveRouter:
             out[item.hash] = Routed("measure", f"nothing uncertain this round: measuring the most promising pruned "
                                                f"child instead of leaving the budget unspent ({routed.reason})",
                                     routed.p_beat, trusted_as="prune", spare=True)
+
+
+def follows_skill(router: Router, on: bool, certified: Callable[[], CertifiedSkill | None]) -> Router:
+    """``router`` choosing each round's regime from measured skill when ``on`` and it is a selective router
+    (RunConfig.follow_skill), with the forecaster's ``certified`` skill (asked only then); any other router, or
+    ``on`` False, unchanged."""
+    if not on or not isinstance(router, SelectiveRouter):
+        return router
+    return replace(router, follow_skill=True, certified=certified())

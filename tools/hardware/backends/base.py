@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from kernelcast.tools.core.errors import DeviceError, KernelcastError
+# DeviceRuntimeError is defined in tools/core (the probe and device listing raise it too) and re-exported here
+from kernelcast.tools.core.errors import DeviceRuntimeError as DeviceRuntimeError
+from kernelcast.tools.core.errors import KernelcastError
 from kernelcast.tools.core.measurement import HardwareSpec
 
 GUARD_BYTES = 4096  # canary zone before and after every buffer
@@ -63,10 +65,6 @@ class ProgramStateError(KernelcastError, ValueError):
         super().__init__(f"the compiled program keeps {what}: state kept in the program "
                          "survives between launches (a kernel could keep its results or count its launches there); "
                          "keep data in buffer arguments, and constants const or __constant")
-
-
-class DeviceRuntimeError(DeviceError, RuntimeError):
-    """The runtime reported an error while enqueuing or running a kernel."""
 
 
 class Runner(ABC):

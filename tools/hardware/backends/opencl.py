@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,47 +25,14 @@ from kernelcast.tools.hardware.backends.base import (
     trim_log,
 )
 from kernelcast.tools.hardware.backends.host_pages import FencedPages, page_round
+from kernelcast.tools.hardware.opencl_devices import (
+    device_spec,
+    list_devices,
+    match_device,
+    pyopencl_module,
+)
+from kernelcast.tools.hardware.probe import choose_device
 from kernelcast.tools.hardware.program_symbols import writable_symbols
-from kernelcast.tools.hardware.runtimes import register as register_runtimes
-
-
-def _cl():
-    os.environ.setdefault("PYOPENCL_COMPILER_OUTPUT", "0")
-    register_runtimes()  # before pyopencl lists platforms for the first time
-    import pyopencl as cl
-
-    return cl
-
-
-def list_devices() -> list[tuple[str, Any, Any]]:
-    """Every OpenCL device as ("platform:device" index, platform, device)."""
-    cl = _cl()
-    out = []
-    try:
-        platforms = cl.get_platforms()
-    except cl.Error:
-        return []
-    for pi, platform in enumerate(platforms):
-        try:
-            devices = platform.get_devices()
-        except cl.Error:
-            continue
-        for di, device in enumerate(devices):
-            out.append((f"{pi}:{di}", platform, device))
-    return out
-
-
-def match_device(selector: str, devices: list[tuple[str, str, str]]) -> str:
-    """The "platform:device" index that ``selector`` names: an index, a bare device index, or a name substring."""
-    sel = selector.removeprefix(f"{OPENCL.backend}:")
-    for index, _, _ in devices:
-        if sel == index or (sel.isdigit() and index == f"0:{sel}"):
-            return index
-    for index, platform, name in devices:
-        if sel.lower() in name.lower() or sel.lower() in platform.lower():
-            return index
-    names = ", ".join(f"{i} {n.strip()} ({p.strip()})" for i, p, n in devices)
-    raise DeviceRuntimeError(f"no OpenCL device matches {selector!r}; available: {names}")
 
 
 def split_selector(selector: str | None) -> tuple[str | None, int | None]:
@@ -84,7 +49,7 @@ def split_selector(selector: str | None) -> tuple[str | None, int | None]:
 
 def restrict_compute_units(device: Any, units: int) -> Any:
     """A sub-device of ``device`` with ``units`` compute units (OpenCL device fission, partitioned equally)."""
-    cl = _cl()
+    cl = pyopencl_module()
     total = int(device.max_compute_units)
     if units >= total:
         raise DeviceRuntimeError(f"device {device.name.strip()} has {total} compute units; '@{units}' leaves the "
@@ -104,48 +69,9 @@ def select_device(selector: str | None) -> tuple[Any, Any]:
     if not devices:
         raise DeviceRuntimeError("no OpenCL device found (is pyopencl with a CPU runtime installed?)")
     if selector in (None, "", OPENCL.backend):
-        from kernelcast.tools.hardware.probe import choose_device
-
         selector = choose_device(None).index
     index = match_device(str(selector), [(i, p.name, d.name) for i, p, d in devices])
     return next((p, d) for i, p, d in devices if i == index)
-
-
-def device_spec(platform: Any, device: Any, of_units: int | None = None) -> HardwareSpec:
-    cl = _cl()
-    dtype = next((name for bit, name in ((cl.device_type.GPU, "GPU"), (cl.device_type.CPU, "CPU"),
-                                         (cl.device_type.ACCELERATOR, "ACCELERATOR")) if device.type & bit), "OTHER")
-
-    def get(attr: str, default: Any = 0) -> Any:
-        try:
-            return getattr(device, attr)
-        except (cl.Error, AttributeError):
-            return default
-
-    global_cache = int(get("global_mem_cache_size"))
-    return HardwareSpec(
-        backend=OPENCL.backend,
-        platform=platform.name.strip(),
-        # a sub-device is another device for performance: its name (and so its key) says which part it is
-        name=device.name.strip() + (f" [{int(get('max_compute_units'))} of {of_units} compute units]"
-                                    if of_units else ""),
-        device_type=dtype,
-        vendor=get("vendor", "").strip(),
-        driver=get("driver_version", "").strip(),
-        compute_units=int(get("max_compute_units")),
-        clock_mhz=int(get("max_clock_frequency")),
-        global_mem_bytes=int(get("global_mem_size")),
-        local_mem_bytes=int(get("local_mem_size")),
-        max_work_group_size=int(get("max_work_group_size")),
-        max_work_item_sizes=[int(x) for x in get("max_work_item_sizes", [])],
-        preferred_vector_width_float=int(get("preferred_vector_width_float")),
-        native_vector_width_float=int(get("native_vector_width_float")),
-        global_cache_bytes=global_cache,
-        global_cacheline_bytes=int(get("global_mem_cacheline_size")),
-        last_level_cache_bytes=max(global_cache, host_last_level_cache() if dtype == "CPU" else 0),
-        extra={"opencl_version": get("version", "").strip(),
-               "local_mem_type": "local" if get("local_mem_type", 1) == 1 else "global (emulated)"},
-    )
 
 
 # reads its scratch and writes one word per work-item, so the compiler cannot drop the reads
@@ -157,21 +83,6 @@ __kernel void kernelcast_flush(__global const float4 *scratch, __global float4 *
 }
 """
 _FLUSH_ITEMS = 4096
-
-
-def host_last_level_cache() -> int:
-    """Bytes of the largest cache of CPU 0 (Linux sysfs), or 0 where that cannot be read."""
-    best = 0
-    for size in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
-        try:
-            text = size.read_text().strip().upper()
-        except OSError:
-            continue
-        unit = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
-        digits = text.rstrip("KMG")
-        if digits.isdigit():
-            best = max(best, int(digits) * unit)
-    return best
 
 
 # fills the work-group memory it is given with a NaN pattern, each work-group the whole of it
@@ -201,7 +112,7 @@ class OpenCLRunner(Runner):
     backend = OPENCL.backend
 
     def __init__(self, device: str | None = None, kept_builds: int = KEPT_BUILDS) -> None:
-        cl = self.cl = _cl()
+        cl = self.cl = pyopencl_module()
         selector, units = split_selector(device)
         self.platform, self.device = select_device(selector)
         whole = int(self.device.max_compute_units)

@@ -112,8 +112,8 @@ class ReplayMeasurer(ScheduledMeasurer):
         key = (task.fingerprint, sizes)
         if key in self._stored:
             return self._stored[key]
-        rows = self.store.measurements(task=task.name, device=self.spec.key, sizes=sizes, fingerprint=task.fingerprint,
-                                       provenance=ANSWERING)
+        rows = self.store.ledger.find(task=task.name, device=self.spec.key, sizes=sizes, fingerprint=task.fingerprint,
+                                      provenance=ANSWERING)
         # a search's answer is its first-phase measurement, never a later confirmation of the same kernel (the
         # confirmation re-measures the winner with more repetitions; replaying it earlier would change decisions)
         answers = {m.candidate_hash: m for m in rows if m.phase not in ("search", "verify")}
@@ -166,8 +166,8 @@ class ReplayMeasurer(ScheduledMeasurer):
         decisions; if it is then chosen for measurement, :meth:`lookup` answers that it was never measured. On a
         recorded device (``kernelcast import kernel-tuner``) nothing outside the recording can ever be answered,
         so it does not build: the generator proposes the recorded space only."""
-        found = self.store.measurements(task=task.name, device=self.spec.key, candidate_hash=candidate.hash,
-                                        fingerprint=task.fingerprint, provenance=ANSWERING)
+        found = self.store.ledger.find(task=task.name, device=self.spec.key, candidate_hash=candidate.hash,
+                                       fingerprint=task.fingerprint, provenance=ANSWERING)
         if not found and self.spec.platform == RECORDED_PLATFORM:
             return Status.compile_error.value, (f"not in the recording of {self.spec.name}: a recorded device "
                                                 "answers its recorded configurations only")
@@ -202,7 +202,7 @@ class ReplayMeasurer(ScheduledMeasurer):
 
 def resolve_stored_device(store: Store, backend: str, device: str | None) -> HardwareSpec:
     """The stored device a replay answers for: an exact key, a unique name fragment, or the only one stored."""
-    known = [spec for spec in store.devices().values() if spec.backend == backend]
+    known = [spec for spec in store.devices.all().values() if spec.backend == backend]
     if not known:
         raise MeasurerError(f"the store {store.path} has no {backend} device to replay (measure something first)")
     if device is not None:
