@@ -137,3 +137,18 @@ def test_guided_points_are_the_forecasters_best_unmeasured_ones(recorded: tuple[
     assert skipped[0] == points[-2] and points[-1] not in skipped
     assert guided_points(object(), store, task, _device(store, "A100"), set(), 3) == []  # a forecaster that cannot
     assert math.isfinite(forecaster.ranked(task, _device(store, "A100"))[0][0])
+
+
+def test_the_generator_proposes_the_guided_points_first_and_on_a_recording_no_generic_variant(task: Task) -> None:
+    from kernelcast.agents.generate.base import GenerationContext
+    from kernelcast.agents.generate.offline import OfflineGenerator
+
+    guided = _points(task, 40)[-2:]
+    reference = task.reference()
+    plain = OfflineGenerator().propose(task, reference, GenerationContext(seed=1), 8).candidates
+    assert not any(c.params in guided for c in plain[:2])  # the design alone does not start with them
+    context = GenerationContext(seed=1, guided=guided, template_only=True)
+    got = OfflineGenerator().propose(task, reference, context, 8).candidates
+    assert [got[0].params, got[2].params] == guided and "forecast-guided" in got[0].intent
+    assert all(c.params is not None for c in got)  # template points only: no generic variant of the reference
+    assert any(c.params is None for c in plain)  # which the generator otherwise mixes in
