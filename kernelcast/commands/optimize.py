@@ -164,6 +164,9 @@ def optimize(
                                      "first 2 audits here must be right)"),
     audit_share: float = typer.Option(default("audit_share"), "--audit-share", help="selective: share of the "
                                       "budget that may measure a random sample of trusted decisions (0 to 0.5)"),
+    follow_skill: bool = typer.Option(default("follow_skill"), "--follow-skill/--cover-families",
+                                      help="selective: each round, follow the forecasts' ranking (as topk) where "
+                                      "their rank skill is certified or measured in the run, else cover families"),
     replay: str | None = typer.Option(None, "--replay", help="measure nothing: answer from the store's recording of "
                                       "this device (a key or a fragment of one, e.g. A100; `kernelcast import "
                                       "kernel-tuner`), each answer drawn from its recorded times; an unrecorded "
@@ -189,7 +192,8 @@ def optimize(
             task, budget=budget, router=router, generator=generator, forecaster=forecaster,
             model=model, device=replay or device, seed=seed, sizes=sizes, measure_per_round=k, on_event=view,
             learn_online=learn_online, risk=risk, parallel=parallel, ray=ray, share_device=share_device,
-            trust_seed_replay=seed_replay, audit_share=audit_share, store=store, **replaying), store, budget=budget)
+            trust_seed_replay=seed_replay, audit_share=audit_share, follow_skill=follow_skill,
+            store=store, **replaying), store, budget=budget)
     _conclude(result, events)
 
 
