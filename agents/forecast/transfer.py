@@ -35,7 +35,11 @@ SOURCES: tuple[RowProvenance, ...] = ("live", "recorded", "imported")  # whose r
 BASE_SD = 0.15  # ln S sd of a forecast from an identical device (run-to-run noise, recording age)
 SD_PER_DISTANCE = 0.25  # added per unit of device distance (another vendor is 1.5 units away, see device_distance)
 AGREEMENT_GAIN = 3.0  # how strongly a source's rank agreement with the target's measurements reweighs it
-MIN_PAIRS = 3  # target measurements before agreement moves weights
+# Target measurements before agreement moves weights. A Spearman of n pairs has a null sd of 1/sqrt(n - 1): 0.58-0.71
+# at 3-4 pairs, more than the gap it must tell apart (a sibling GPU agrees at 0.84-0.96, another vendor's at
+# 0.33-0.61, issue 63), so after a first round of four it reweighed siblings on noise and re-ranked the space
+# (convolution/A4000: its ranking's 6th point, 0.91 of the optimum, fell out of the next picks). From 6 pairs: 0.45.
+MIN_PAIRS = 6
 CERTIFY_SLACK = 0.5  # a source certifies the target's skill when its nearest other source is this near as far
 
 

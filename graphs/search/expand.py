@@ -10,6 +10,7 @@ from kernelcast.agents.generate.base import GenerationContext, ProposalReport, P
 from kernelcast.agents.generate.guided import guided_points
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.context import RunContext
+from kernelcast.graphs.route.routers.selective import guides_generator
 from kernelcast.graphs.search import puct
 from kernelcast.graphs.search.tree import CHECKPOINT_VERSION, SearchState, TreeEdit, new_node
 
@@ -84,10 +85,11 @@ class ExpandStep:
 
     def guided(self, context: GenerationContext, wanted: int) -> GenerationContext:
         """The context with the forecaster's best-ranked unmeasured template points to propose first (RunConfig's
-        ``follow_skill``), and, on a replayed recording, template points only: it cannot answer a generic
-        variant, so one would spend a measurement on a refusal."""
+        ``follow_skill``, where the router's regime follows the ranking), and, on a replayed recording, template
+        points only: it cannot answer a generic variant, so one would spend a measurement on a refusal."""
         ctx = self.ctx
-        points = guided_points(ctx.forecaster, ctx.store, ctx.task, ctx.hardware, context.excluded(), wanted)
+        points = guided_points(ctx.forecaster, ctx.store, ctx.task, ctx.hardware, context.excluded(),
+                               wanted if guides_generator(ctx.router) else 0)
         return context.model_copy(update={"guided": points,
                                           "template_only": ctx.config.replay is not None
                                           and ctx.task.spec.template is not None})

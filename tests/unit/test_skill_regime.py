@@ -152,3 +152,56 @@ def test_the_generator_proposes_the_guided_points_first_and_on_a_recording_no_ge
     assert [got[0].params, got[2].params] == guided and "forecast-guided" in got[0].intent
     assert all(c.params is not None for c in got)  # template points only: no generic variant of the reference
     assert any(c.params is None for c in plain)  # which the generator otherwise mixes in
+
+
+def test_guided_points_follow_the_regime_not_the_setting_alone() -> None:
+    """Forecast-guided points go to the generator only where the router follows the ranking: certified skill before
+    the first round, the last round's regime after it. A GPU no source certifies (W6600) keeps its design."""
+    from kernelcast.graphs.route.routers.selective import guides_generator
+
+    items = _round()
+    assert not guides_generator(SelectiveRouter(budget=8))  # follow_skill off: never
+    uncertified = SelectiveRouter(budget=8, follow_skill=True)
+    assert not guides_generator(uncertified)
+    uncertified.route(items, can_measure=8)
+    assert not uncertified.regimes[-1].exploit and not guides_generator(uncertified)  # covered: no guided points
+    weak = SelectiveRouter(budget=8, follow_skill=True, certified=CertifiedSkill(EXPLOIT_CERTIFIED - 0.1, 2000, "w"))
+    assert not guides_generator(weak)
+    certified = SelectiveRouter(budget=8, follow_skill=True, certified=CERTIFIED)
+    assert guides_generator(certified)
+    certified.route(items, can_measure=8, skill=ForecastSkill(19, 0.18))  # the run's measurements refute it
+    assert not certified.regimes[-1].exploit and not guides_generator(certified)
+    shown = SelectiveRouter(budget=8, follow_skill=True)
+    shown.route(items, can_measure=8, skill=ForecastSkill(16, 0.9))  # measured skill, no certificate
+    assert guides_generator(shown)
+
+
+def test_a_first_round_of_four_does_not_reweigh_the_sources(recorded: tuple[Store, list[dict[str, Any]]],
+                                                            task: Task) -> None:
+    """Four measurements rank the sources on noise (a Spearman of four has a null sd of 0.58): the transfer
+    forecaster keeps its weights, and so its ranking, until it has MIN_PAIRS of them; then a source that ranks
+    the target's measurements in reverse (another vendor) loses weight to one that agrees."""
+    from kernelcast.agents.forecast.transfer import MIN_PAIRS
+    from kernelcast.tools.core.measurement import Measurement
+
+    store, points = recorded
+    a100 = _device(store, "A100")
+
+    def measured(n: int) -> list[Any]:
+        pairs = []
+        for i, point in enumerate(points[:n]):
+            cand = task.instantiate(point)
+            pairs.append((cand, Measurement(task=task.name, candidate_hash=cand.hash, device=a100.key, sizes="full",
+                                            status="correct", speedup=2.0 * (1 + i))))
+        return pairs
+
+    forecaster = TransferForecaster(store)
+    before = dict((k, m) for m, k in forecaster.ranked(task, a100))
+    assert forecaster.learn(measured(4), {a100.key: a100})
+    assert all(s.agreement == 0.0 for s in forecaster.sources(task, a100))
+    after = {k: m for m, k in forecaster.ranked(task, a100)}
+    unmeasured = [task.instantiate(p).hash for p in points[4:]]
+    assert all(after[k] == pytest.approx(before[k]) for k in unmeasured)
+    assert MIN_PAIRS <= len(points) and forecaster.learn(measured(MIN_PAIRS), {a100.key: a100})
+    agreement = {s.spec.key: s.agreement for s in forecaster.sources(task, a100)}
+    assert agreement[_device(store, "W6600").key] < 0 < agreement[_device(store, "A4000").key]

@@ -28,6 +28,7 @@ from kernelcast.graphs.route.routers.family_rules import (
     unproven_family,
 )
 from kernelcast.graphs.route.routers.ordering import (
+    EXPLOIT_CERTIFIED,
     LedOrder,
     Regime,
     choose_regime,
@@ -40,7 +41,7 @@ from kernelcast.graphs.route.routers.ordering import (
 DEFAULT_AUDIT_RATE = 0.2  # share of trusted decisions measured anyway, while the audit allowance lasts
 Side = Literal["prune", "accept"]
 __all__ = ["COVERAGE_SHARE", "DEFAULT_AUDIT_RATE", "MIN_FAMILY_EVIDENCE", "SelectiveRouter", "acts_on",
-           "follows_skill", "trusted_verdict"]
+           "follows_skill", "guides_generator", "trusted_verdict"]
 
 
 def trusted_verdict(trust: TrustThresholds, item: RoutingInput) -> Side | None:
@@ -157,6 +158,18 @@ class SelectiveRouter:
         followed = sum(regime.exploit for regime in self.regimes)
         return f"regime: followed the forecasts' ranking in {followed} of {len(self.regimes)} routed rounds; " \
                f"last round: {last.name}, {last.why}"
+
+    def follows_ranking(self) -> bool:
+        """Whether the generator should be handed the forecaster's best-ranked points (forecast-guided proposals):
+        with follow_skill, where the regime follows the ranking: the last routed round's regime, or before any
+        round the forecaster's certified skill (:data:`EXPLOIT_CERTIFIED`). Where no skill is certified or shown
+        (a GPU of a vendor no source shares), guided points mixed into the design only displace design points
+        chosen for coverage (W6600, issue 63)."""
+        if not self.follow_skill:
+            return False
+        if self.regimes:
+            return self.regimes[-1].exploit
+        return self.certified is not None and self.certified.rho >= EXPLOIT_CERTIFIED
 
     # ---- the parts of a routing ----------------------------------------------------------------------------
     def _regime(self, deferred: list[RoutingInput], skill: ForecastSkill | None) -> Regime | None:
@@ -298,3 +311,9 @@ def follows_skill(router: Router, on: bool, certified: Callable[[], CertifiedSki
     if not on or not isinstance(router, SelectiveRouter):
         return router
     return replace(router, follow_skill=True, certified=certified())
+
+
+def guides_generator(router: Router) -> bool:
+    """Whether ``router``'s next round wants the forecaster's best-ranked points proposed (a selective router
+    following skill where its regime follows the ranking, :meth:`SelectiveRouter.follows_ranking`)."""
+    return isinstance(router, SelectiveRouter) and router.follows_ranking()
