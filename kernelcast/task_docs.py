@@ -53,7 +53,10 @@ MEANINGS: dict[type[BaseModel], dict[str, str]] = {
         "description": "One line, shown by `kernelcast tasks`.",
         "language": "Which backend measures it: OpenCL (pyopencl) or CUDA (pycuda).",
         "source": "The reference kernel's file, relative to the task file and inside its folder (symlinks "
-                  f"resolved), at most {MAX_SOURCE_BYTES // 1024} KiB, no `#include`. It is the correctness oracle.",
+                  f"resolved), at most {MAX_SOURCE_BYTES // 1024} KiB, no `#include`. It is the correctness oracle. "
+                  "Omitted (only where a `[template]` names its own `source` "
+                  "and a `default`): the reference is the template at its default point, its `#define` lines in name "
+                  "order before the template's source, so a recorded space needs no second copy of its kernel.",
         "entry": "The kernel function to run.",
         "args": "The kernel's arguments in the kernel's order, one `[[args]]` table each (the three tables "
                 "below); checked against the kernel's parameters (count, kind, element type, order).",
