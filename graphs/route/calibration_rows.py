@@ -25,7 +25,7 @@ from kernelcast.graphs.route.replay_calibration import stage_bucket
 from kernelcast.graphs.route.risk_control import CalibrationRow
 from kernelcast.tools.core.measurement import Measurement, RivalComparison, Status
 from kernelcast.tools.core.task import Task, builtin_task_paths, load_task
-from kernelcast.tools.store.decisions import DecisionRecord, RouteVerdict
+from kernelcast.tools.store.decisions import DecisionRecord, RouteVerdict, last_decisions
 from kernelcast.tools.store.records import RunRecord
 from kernelcast.tools.store.store import Store
 
@@ -146,12 +146,8 @@ def _judged(records: Iterable[DecisionRecord], measurements: Iterable[Measuremen
     measured: dict[str, list[Measurement]] = {}
     for m in measurements:
         measured.setdefault(m.candidate_hash, []).append(m)
-    last: dict[str, DecisionRecord] = {}
-    for record in records:
-        last.pop(record.candidate_hash, None)
-        last[record.candidate_hash] = record
     out: list[tuple[DecisionRecord, Measurement | None]] = []
-    for record in sorted(last.values(), key=lambda r: r.id):
+    for record in sorted(last_decisions(records).values(), key=lambda r: r.id):
         ms = measured.get(record.candidate_hash, [])
         paired = [m for m in ms if pair_of(record, m) is not None]
         out.append((record, paired[-1] if paired else ms[-1] if ms else None))

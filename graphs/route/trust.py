@@ -44,17 +44,9 @@ from kernelcast.graphs.route.risk_control import (
     probation,
 )
 from kernelcast.graphs.search.tree import NodeRecord
-from kernelcast.tools.store.decisions import DecisionRecord
 from kernelcast.tools.store.store import Store
 
 RouteRecord = Route  # the payload of a ``route`` event (older runs lack the trust fields: defaults apply)
-
-
-def last_routes(store: Store, run_id: str) -> dict[str, DecisionRecord]:
-    """Each routed candidate's last decision, in the order of those last decisions (a child carried over is
-    routed each round and only its last routing decided it; a kill in the middle of a route step decides the
-    round again on resume)."""
-    return store.decisions.last_of_run(run_id)
 
 
 def trust_for(store: Store, device: str, stage: int, risk: float, forecaster: ForecasterKey | tuple[str, str | None],
@@ -101,7 +93,7 @@ def trusted_decisions(store: Store, run_id: str) -> list[TrustedDecision]:
     measures."""
     return [TrustedDecision(kind="prune" if record.decision == "prune" else "accept", candidate_hash=key,
                             incumbent=record.incumbent or 1.0, incumbent_hash=record.incumbent_hash, carried=record.carried)
-            for key, record in last_routes(store, run_id).items() if record.forecast_alone]
+            for key, record in store.decisions.last_of_run(run_id).items() if record.forecast_alone]
 
 
 class AuditRate(BaseModel):
@@ -221,7 +213,7 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
                 out.trusted_prunes += 1
             else:
                 out.trusted_accepts += 1
-    seen = set(last_routes(store, run_id))
+    seen = set(store.decisions.last_of_run(run_id))
     measured_any = {m.candidate_hash for m in store.ledger.find(run_id=run_id)}
     out.considered_all = len(seen)
     out.considered = len({h for h in seen if h in given or h in measured_any})
@@ -236,5 +228,5 @@ def trust_summary(store: Store, run_id: str, risk: float | None = None) -> Trust
 
 __all__ = ["AuditRate", "CalibrationRow", "ForecasterKey", "RouteRecord", "TrustSummary", "TrustedDecision",
            "beat_incumbent", "beat_of", "calibration_group", "calibration_rows", "decision_wrong", "forecaster_key",
-           "forecaster_of", "group_of_run", "last_routes", "live_counts", "pair_of", "stage_of", "trust_for",
+           "forecaster_of", "group_of_run", "live_counts", "pair_of", "stage_of", "trust_for",
            "trust_summary", "trusted_decisions", "wrong_given"]

@@ -10,7 +10,6 @@ from typing import Any
 from kernelcast.agents.forecast.base import Forecast, LearnsFromMeasurements, record_forecast
 from kernelcast.graphs import events as ev
 from kernelcast.graphs.context import RunContext
-from kernelcast.graphs.route.trust import last_routes
 from kernelcast.graphs.search import puct
 from kernelcast.graphs.search.budget import Budget
 from kernelcast.graphs.search.tree import NodeRecord, SearchState, TreeEdit, node_forecast
@@ -100,7 +99,7 @@ class ForecastStep:
         if not self.carry_over:
             return []
         new = set(children)
-        routes = last_routes(self.ctx.store, self.ctx.run_id)
+        routes = self.ctx.store.decisions.last_of_run(self.ctx.run_id)
         return sorted((k for k, n in nodes.items() if n["outcome"] == "dropped" and n["speedup"] is None
                        and n["forecast"] is not None and k not in new
                        and (route := routes.get(k)) is not None and route.decision == "drop"),

@@ -17,7 +17,7 @@ from kernelcast.graphs.route.inputs import routing_input
 from kernelcast.graphs.route.risk_control import TrustThresholds
 from kernelcast.graphs.route.routers.base import Routed, RoutingInput
 from kernelcast.graphs.route.routers.selective import acts_on
-from kernelcast.graphs.route.trust import last_routes, trust_for
+from kernelcast.graphs.route.trust import trust_for
 from kernelcast.graphs.search.budget import Budget
 from kernelcast.graphs.search.family_book import FamilyBook
 from kernelcast.graphs.search.result import run_skill
@@ -145,6 +145,6 @@ class RouteStep:
         trust = trust_for(ctx.store, ctx.hardware.key, stage, ctx.config.risk, forecaster_key(ctx.config),
                           replayed=replayed, group=self.certify_group, trial_group=ctx.calibration_group)
         this_round = set(children)  # routed before a kill in this very route step: routed again now
-        spent_on_audits = sum(1 for key, r in last_routes(ctx.store, ctx.run_id).items()
+        spent_on_audits = sum(1 for key, r in ctx.store.decisions.last_of_run(ctx.run_id).items()
                               if r.audit and key not in this_round)
         return trust, max(0, int(ctx.config.audit_share * ctx.config.budget) - spent_on_audits), stage

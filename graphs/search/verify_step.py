@@ -15,7 +15,6 @@ from kernelcast.graphs.context import RunContext
 from kernelcast.graphs.errors import SearchFailed
 from kernelcast.graphs.route.inputs import routing_input
 from kernelcast.graphs.route.routers.base import measure_order
-from kernelcast.graphs.route.trust import last_routes
 from kernelcast.graphs.search.budget import Budget
 from kernelcast.graphs.search.confirm import Confirmer
 from kernelcast.graphs.search.family_book import FamilyBook
@@ -112,7 +111,7 @@ class VerifyStep:
 
     def decision_incumbents(self) -> dict[str, str | None]:
         """The incumbent kernel each routed child was judged against (None: the reference)."""
-        return {key: r.incumbent_hash for key, r in last_routes(self.ctx.store, self.ctx.run_id).items()}
+        return {key: r.incumbent_hash for key, r in self.ctx.store.decisions.last_of_run(self.ctx.run_id).items()}
 
     @staticmethod
     def mark_leftover(nodes: TreeEdit, key: str, result: Measurement) -> None:
@@ -141,7 +140,7 @@ class VerifyStep:
     def leftovers(self, nodes: Mapping[str, NodeRecord]) -> list[str]:
         """Unmeasured children pruned or dropped for want of budget, not by a trusted forecast (those stay
         trusted decisions) and not missing from a replay, most promising first."""
-        trusted = {key for key, r in last_routes(self.ctx.store, self.ctx.run_id).items() if r.forecast_alone}
+        trusted = {key for key, r in self.ctx.store.decisions.last_of_run(self.ctx.run_id).items() if r.forecast_alone}
         return sorted((k for k, n in nodes.items() if n["outcome"] in ("pruned", "dropped") and n["speedup"] is None
                        and n["forecast"] is not None and k not in trusted and n["reason"] != NOT_IN_REPLAY),
                       key=lambda k: -expected_log_speedup(nodes[k]))

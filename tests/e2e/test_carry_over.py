@@ -95,7 +95,7 @@ def test_the_carried_flag_marks_only_routings_after_the_first(tmp_path: Path) ->
 def test_a_child_routed_more_than_once_is_one_decision_its_last(tmp_path: Path) -> None:
     """A carried child, or a round logged again after a kill in its route step: every reader of decisions
     (the trusted ones a check samples, the audits spent, the incumbent to time beside) takes its last routing."""
-    from kernelcast.graphs.route.trust import last_routes, trusted_decisions
+    from kernelcast.graphs.route.trust import trusted_decisions
 
     store = Store(tmp_path / "k.db")
     run_id = store.runs.create("gemm", "dev", {}, 8)
@@ -107,7 +107,7 @@ def test_a_child_routed_more_than_once_is_one_decision_its_last(tmp_path: Path) 
                                  trusted_as="prune", carried=True))]
     for key, record in log:
         record_route(store, run_id, key, **record.model_dump())
-    assert list(last_routes(store, run_id)) == [relogged, carried]
+    assert list(store.decisions.last_of_run(run_id)) == [relogged, carried]
     decisions = trusted_decisions(store, run_id)
     assert [(d.candidate_hash, d.incumbent, d.carried) for d in decisions] == [(relogged, 1.2, False),
                                                                                (carried, 1.3, True)]

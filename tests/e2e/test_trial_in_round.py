@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kernelcast.graphs.route.risk_control import PROBATION_AUDITS, SEED_REPLAY
-from kernelcast.graphs.route.trust import RouteRecord, beat_of, last_routes, trust_summary, wrong_given
+from kernelcast.graphs.route.trust import RouteRecord, beat_of, trust_summary, wrong_given
 from kernelcast.tools.store.store import Store
 
 from support.paths import ROOT
@@ -68,7 +68,7 @@ def test_a_passed_trial_trusts_its_own_round_and_a_kill_after_a_trial_audit_lose
     resume_to_the_end(home, store, run_id, BUDGET, before)  # nothing bought before the kill is bought again
     check_invariants(store, run_id, BUDGET)
 
-    routes = last_routes(store, run_id)
+    routes = store.decisions.last_of_run(run_id)
     assert routes[killed].probation and routes[killed].audit, "the killed trial audit was routed again on resume"
     measured = {m.candidate_hash: m for m in store.ledger.find(run_id=run_id) if m.phase == "search"}
     round_no, round_of, spent_at, events = 0, {}, {}, store.events.find(run_id)

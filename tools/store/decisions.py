@@ -105,11 +105,7 @@ class Decisions:
         """Each routed candidate's last decision, in the order of those last decisions: a child carried over is
         routed each round and only its last routing decided it; a route step re-run after a kill decides the
         round again."""
-        last: dict[str, DecisionRecord] = {}
-        for record in self.of_run(run_id):
-            last.pop(record.candidate_hash, None)
-            last[record.candidate_hash] = record
-        return last
+        return last_decisions(self.of_run(run_id))
 
     def of_runs(self, run_ids: Sequence[str], forecaster: str | None = None, model: str | None = None,
                 model_version: str | None = None) -> dict[str, list[DecisionRecord]]:
@@ -183,4 +179,14 @@ def _migrated(events: Iterable[tuple[str, str, str | None, str, str]],
                                       model=model, created_at=created_at))
 
 
-__all__ = ["DecisionRecord", "Decisions", "RouteVerdict", "create_table", "migrate_v7"]
+def last_decisions(records: Iterable[DecisionRecord]) -> dict[str, DecisionRecord]:
+    """Each candidate's last decision among ``records`` (in the order taken), in the order of those last decisions."""
+    last: dict[str, DecisionRecord] = {}
+    for record in records:
+        last.pop(record.candidate_hash, None)
+        last[record.candidate_hash] = record
+    return last
+
+
+__all__ = ["DecisionRecord", "Decisions", "RouteVerdict", "create_table", "last_decisions", "migrate_v7"]
+
